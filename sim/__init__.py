@@ -1,0 +1,1 @@
+"""Simulation side of the toolkit: golden model, bit-true GEMM, benches, estimators."""
