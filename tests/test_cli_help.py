@@ -1,0 +1,48 @@
+"""Every subcommand explains itself: `hif4 --help` and `hif4 CMD --help` work."""
+
+import subprocess
+import sys
+
+import pytest
+
+from sim.cli import SUBCOMMANDS, build_parser
+
+
+def _present():
+    parser = build_parser()
+    action = next(a for a in parser._actions if a.dest == "command")
+    return sorted(action.choices)
+
+
+def test_top_level_help_lists_subcommands():
+    result = subprocess.run([sys.executable, "-m", "sim.cli", "--help"],
+                            capture_output=True, text=True, check=True)
+    for name in _present():
+        assert name in result.stdout
+
+
+@pytest.mark.parametrize("name", SUBCOMMANDS)
+def test_subcommand_help(name):
+    if name not in _present():
+        pytest.skip(f"subcommand {name} not built")
+    parser = build_parser()
+    with pytest.raises(SystemExit) as exit_info:
+        parser.parse_args([name, "--help"])
+    assert exit_info.value.code == 0
+
+
+def test_every_option_has_help():
+    parser = build_parser()
+    action = next(a for a in parser._actions if a.dest == "command")
+    for name, sub in action.choices.items():
+        for option in sub._actions:
+            if option.dest == "help":
+                continue
+            assert option.help, f"hif4 {name}: option {option.option_strings or option.dest} " \
+                                "has no help text"
+
+
+def test_no_subcommand_prints_help_and_fails():
+    result = subprocess.run([sys.executable, "-m", "sim.cli"], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "usage: hif4" in result.stdout
