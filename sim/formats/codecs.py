@@ -1,0 +1,287 @@
+"""Element and scale codecs of ``docs/formats.md`` section 1, vectorized.
+
+Decode tables are float64 arrays indexed by code. Encoders round the float64 value of their
+input (never through float32) and return integer codes. The sign rule of the spec applies to
+every signed encoder here except :func:`encode_bf16`, which is the IEEE building block
+BF16(x): a code's sign bit is set iff the input is < 0 (so -0.0 encodes with sign 0).
+"""
+
+import numpy as np
+
+from .table import HIF8_OVERFLOW
+
+__all__ = [
+    "exp2floor",
+    "round_float",
+    "S1P2_VALUES",
+    "E2M1_VALUES",
+    "E4M3_VALUES",
+    "UE4M3_VALUES",
+    "E8M0_VALUES",
+    "E6M2_VALUES",
+    "HIF8_VALUES",
+    "HIF4_REC",
+    "encode_e2m1",
+    "encode_e4m3",
+    "encode_ue4m3",
+    "encode_e8m0",
+    "encode_e6m2",
+    "encode_hif8",
+    "encode_bf16",
+    "decode_bf16",
+    "bf16_round",
+    "round_to_dtype",
+]
+
+
+def exp2floor(v):
+    """Exact binary exponent e with 2**e <= v < 2**(e+1), for v > 0 (via ``frexp``).
+
+    Returns int32 (int64 for Python scalars is not needed). Values <= 0 give meaningless
+    exponents; callers mask them.
+    """
+    return np.frexp(np.asarray(v, dtype=np.float64))[1] - 1
+
+
+def round_float(a, man_bits, emin):
+    """Round a >= 0 (float64) RNE to a float with ``man_bits`` fraction bits, gradual
+    underflow below 2**emin and unbounded exponent range; returns float64 (exact).
+
+    NaN and Inf pass through.
+    """
+    a = np.asarray(a, dtype=np.float64)
+    e = np.maximum(exp2floor(a), emin)
+    shift = man_bits - e
+    return np.ldexp(np.rint(np.ldexp(a, shift)), -shift)
+
+
+def _fp_code(q, man_bits, emin):
+    """Unsigned code of an exactly representable q >= 0 in a float type whose exponent field
+    0 is subnormal with minimum normal exponent emin (bias = 1 - emin)."""
+    e = np.maximum(exp2floor(q), emin)
+    sig = np.ldexp(q, man_bits - e).astype(np.int64)   # in [0, 2**(man_bits+1))
+    normal = sig >= (1 << man_bits)
+    return np.where(normal, ((e - emin + 1) << man_bits) + sig - (1 << man_bits), sig)
+
+
+# --------------------------------------------------------------------------- decode tables
+
+def _build_tables():
+    codes = np.arange(256)
+    # S1P2: bit 3 sign, bits 2..0 k: (-1)^s * k / 4.
+    c16 = np.arange(16)
+    s1p2 = (c16 & 7) / 4.0
+    s1p2 = np.where(c16 & 8, -s1p2, s1p2)
+    # E2M1: bit 3 sign, bits 2..1 exponent (bias 1), bit 0 mantissa.
+    exp, man = (c16 >> 1) & 3, c16 & 1
+    mag = np.where(exp == 0, man * 0.5, np.ldexp(1.0 + man / 2.0, exp - 1))
+    e2m1 = np.where(c16 & 8, -mag, mag)
+    # E4M3 (OCP FP8): bias 7, subnormals, S.1111.111 = NaN.
+    exp, man = (codes >> 3) & 15, codes & 7
+    mag = np.where(exp == 0, np.ldexp(man / 8.0, -6), np.ldexp(1.0 + man / 8.0, exp - 7))
+    mag = np.where((codes & 0x7F) == 0x7F, np.nan, mag)
+    e4m3 = np.where(codes & 0x80, -mag, mag)
+    ue4m3 = e4m3[codes & 0x7F]
+    # E8M0: 2^(code-127), 255 = NaN.
+    e8m0 = np.where(codes == 255, np.nan, np.ldexp(1.0, codes - 127))
+    # E6M2: 2^(E-48) * (1 + M/4), 0xFF = NaN.
+    e6m2 = np.ldexp(1.0 + (codes & 3) / 4.0, (codes >> 2) - 48)
+    e6m2[255] = np.nan
+    return s1p2, e2m1, e4m3, ue4m3, e8m0, e6m2
+
+
+def _hif8_decode_one(code):
+    s, r = code >> 7, code & 0x7F
+    if r >> 3 == 0:                       # prefix 0000: denormal, value 2^(m-23)
+        m = r & 7
+        mag = 0.0 if m == 0 else 2.0 ** (m - 23)
+    else:
+        if r >> 3 == 1:                   # 0001: D = 0, 3 mantissa bits
+            d, mbits, rest = 0, 3, r & 7
+        elif r >> 4 == 1:                 # 001: D = 1
+            d, mbits, rest = 1, 3, r & 15
+        elif r >> 5 == 1:                 # 01: D = 2
+            d, mbits, rest = 2, 3, r & 31
+        elif r >> 5 == 2:                 # 10: D = 3, 2 mantissa bits
+            d, mbits, rest = 3, 2, r & 31
+        else:                             # 11: D = 4, 1 mantissa bit
+            d, mbits, rest = 4, 1, r & 31
+        m = rest & ((1 << mbits) - 1)
+        ebits = rest >> mbits             # D bits: exponent sign, then magnitude w/o top 1
+        if d == 0:
+            e = 0
+        else:
+            esign = ebits >> (d - 1)
+            emag = (1 << (d - 1)) | (ebits & ((1 << (d - 1)) - 1))
+            e = -emag if esign else emag
+        mag = 2.0 ** e * (1 + m / 2 ** mbits)
+    if code == 0x80:
+        return np.nan
+    if r == 0x6F:
+        mag = np.inf
+    return -mag if s else mag
+
+
+S1P2_VALUES, E2M1_VALUES, E4M3_VALUES, UE4M3_VALUES, E8M0_VALUES, E6M2_VALUES = _build_tables()
+HIF8_VALUES = np.array([_hif8_decode_one(c) for c in range(256)])
+for _t in (S1P2_VALUES, E2M1_VALUES, E4M3_VALUES, UE4M3_VALUES, E8M0_VALUES, E6M2_VALUES,
+           HIF8_VALUES):
+    _t.flags.writeable = False
+
+# Positive finite HiF8 magnitudes, sorted, with their codes (for the encoder).
+_HIF8_POS_CODES = np.array([c for c in range(0x80) if c != 0x6F])
+_order = np.argsort(HIF8_VALUES[_HIF8_POS_CODES], kind="stable")
+_HIF8_POS_CODES = _HIF8_POS_CODES[_order].astype(np.uint8)
+_HIF8_POS_VALUES = HIF8_VALUES[_HIF8_POS_CODES]
+assert np.all(np.diff(_HIF8_POS_VALUES) > 0)
+
+
+# --------------------------------------------------------------------------- BF16
+
+def bf16_round(x):
+    """BF16(x) as an exact float64: RNE to 8 significant bits, gradual underflow (ulp 2^-133
+    below 2^-126), overflow to +-Inf; NaN stays NaN."""
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        q = np.copysign(round_float(np.abs(x), 7, -126), x)
+        return np.where(np.abs(q) >= 2.0 ** 128, np.copysign(np.inf, x), q)
+
+
+def encode_bf16(x):
+    """BF16(x) bits (uint16): IEEE bfloat16 RNE of the float64 value; NaN -> 0x7FC0.
+
+    This is the building block BF16(x) (-0.0 keeps its sign); the ``bf16`` format applies
+    the spec's sign rule on top.
+    """
+    q = bf16_round(x)
+    with np.errstate(over="ignore", invalid="ignore"):
+        bits = (q.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    return np.where(np.isnan(q), np.uint16(0x7FC0), bits)
+
+
+def decode_bf16(code):
+    """float64 value of BF16 bits."""
+    code = np.asarray(code).astype(np.uint32)
+    return (code << 16).view(np.float32).astype(np.float64)
+
+
+# --------------------------------------------------------------------------- encoders
+
+def _sign_bit(v, bit):
+    return np.where(np.asarray(v) < 0, 1 << bit, 0)
+
+
+# E2M1 magnitude * 2 (0, 1, 2, 3, 4, 6, 8, 12) -> code.
+_E2M1_CODE_OF_2Q = np.zeros(13, dtype=np.uint8)
+_E2M1_CODE_OF_2Q[[0, 1, 2, 3, 4, 6, 8, 12]] = np.arange(8)
+
+
+def e2m1_round(a):
+    """RNE of a >= 0 (float64) onto the E2M1 magnitudes with saturation to 6 (NaN -> 0)."""
+    a = np.asarray(a, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        q = np.minimum(round_float(a, 1, 0), 6.0)
+    return np.where(np.isnan(q), 0.0, q)
+
+
+def encode_e2m1(v):
+    """E2M1 codes (uint8) of float64 values: RNE with saturation to +-6; sign iff v < 0.
+
+    NaN inputs give code 0 (a NaN block is handled by the block quantizer)."""
+    v = np.asarray(v, dtype=np.float64)
+    q = e2m1_round(np.abs(v))
+    code = _E2M1_CODE_OF_2Q[(2 * q).astype(np.intp)]
+    return (code | _sign_bit(v, 3)).astype(np.uint8)
+
+
+def encode_e4m3(v):
+    """OCP E4M3 codes (uint8): RNE of the float64 value; magnitudes above 464 (past the tie
+    with the missing 480) and NaN/Inf give the NaN code 0x7F (with the sign bit of v < 0)."""
+    v = np.asarray(v, dtype=np.float64)
+    a = np.abs(v)
+    with np.errstate(invalid="ignore", over="ignore"):
+        q = round_float(a, 3, -6)
+        bad = ~(q <= 448.0)               # also NaN, Inf
+        code = _fp_code(np.where(bad, 0.0, q), 3, -6)
+    code = np.where(bad, 0x7F, code)
+    return (code | _sign_bit(v, 7)).astype(np.uint8)
+
+
+def encode_ue4m3(v):
+    """UE4M3 codes: E4M3 of |v| with bit 7 written 0 (0x7F = NaN)."""
+    return encode_e4m3(np.abs(np.asarray(v, dtype=np.float64)))
+
+
+def encode_e8m0(e):
+    """E8M0 code of the power of two 2**e (integer exponents, clamped to -127..127)."""
+    return (np.clip(np.asarray(e), -127, 127) + 127).astype(np.uint8)
+
+
+def encode_e6m2(sf):
+    """HiF4 steps 3: clip sf to [2^-48, 49152], round RNE to E6M2 (carry to the next binade).
+
+    Returns the uint8 code; NaN gives 0xFF.
+    """
+    sf = np.asarray(sf, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        c = np.clip(sf, 2.0 ** -48, 49152.0)
+        e = exp2floor(c)
+        s = np.ldexp(np.rint(np.ldexp(c, 2 - e)), e - 2)
+        e2 = exp2floor(s)
+        m = np.ldexp(s, 2 - e2).astype(np.int64) - 4
+    code = ((e2 + 48) << 2) | m
+    return np.where(np.isnan(sf), 255, code).astype(np.uint8)
+
+
+def _bf16_reciprocals():
+    s = E6M2_VALUES.copy()
+    s[255] = np.nan
+    with np.errstate(invalid="ignore"):
+        return bf16_round(1.0 / s)
+
+
+#: REC = BF16(1/S) for every E6M2 code (NaN for 0xFF).
+HIF4_REC = _bf16_reciprocals()
+HIF4_REC.flags.writeable = False
+
+
+def hif8_round(a):
+    """Spec section 5 rounding of a >= 0 (float64) to a HiF8 magnitude (float64; Inf above
+    the range, 0 below it; NaN stays NaN)."""
+    a = np.asarray(a, dtype=np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        e = np.maximum(exp2floor(a), -22)
+        ae = np.abs(e)
+        w = np.where(ae <= 3, 3, np.where(ae <= 7, 2, np.where(ae <= 15, 1, 0)))
+        w = np.where(e < -15, 0, w)
+        shift = w - e
+        q = np.ldexp(np.floor(np.ldexp(a, shift) + 0.5), -shift)
+        q = np.where(a >= HIF8_OVERFLOW, np.inf, q)
+        q = np.where(a < 2.0 ** -23, 0.0, q)
+        return np.where(np.isnan(a), np.nan, q)
+
+
+def encode_hif8(x):
+    """HiF8 codes (uint8) of float64 values per spec section 5 (no -0; NaN -> 0x80)."""
+    x = np.asarray(x, dtype=np.float64)
+    q = hif8_round(np.abs(x))
+    finite = np.isfinite(q)
+    idx = np.searchsorted(_HIF8_POS_VALUES, np.where(finite, q, 0.0))
+    code = _HIF8_POS_CODES[np.minimum(idx, len(_HIF8_POS_CODES) - 1)].astype(np.uint8)
+    code = np.where(np.isinf(q), np.uint8(0x6F), code)
+    code = np.where((x < 0) & (q > 0), code | np.uint8(0x80), code)
+    return np.where(np.isnan(q), np.uint8(0x80), code).astype(np.uint8)
+
+
+# --------------------------------------------------------------------------- dtype rounding
+
+def round_to_dtype(v, dtype):
+    """Round float64 values once, RNE, to ``dtype`` (float16, bfloat16, float32, float64)."""
+    dtype = np.dtype(dtype)
+    v = np.asarray(v, dtype=np.float64)
+    if dtype == np.float64:
+        return v
+    if dtype.name == "bfloat16":
+        return encode_bf16(v).view(dtype)
+    with np.errstate(over="ignore"):
+        return v.astype(dtype)

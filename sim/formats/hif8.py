@@ -1,0 +1,18 @@
+"""HiF8 (HiFloat8), spec section 5: an element-wise 8-bit tapered float."""
+
+import numpy as np
+
+from .codecs import HIF8_VALUES, encode_hif8
+from .table import FORMATS
+
+SPEC = FORMATS["hif8"]
+
+
+def quantize_elements(x):
+    """HiF8 codes (uint8, shape of ``x``) of any float array."""
+    return {"code": encode_hif8(np.asarray(x, dtype=np.float64))}
+
+
+def dequantize_elements(fields):
+    """float64 values of HiF8 codes (0x80 NaN, 0x6F/0xEF +-Inf)."""
+    return HIF8_VALUES[fields["code"]]

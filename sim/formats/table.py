@@ -1,0 +1,213 @@
+"""The one table of format constants (pure Python, no NumPy).
+
+Read by the golden model (:mod:`sim.formats`), the RTL generators (``hwgen``) and the
+estimator. Everything here restates ``docs/formats.md``; bit offsets count from bit 0 = least
+significant bit of a packed block, and a block is serialized little-endian (byte 0 holds bits
+0..7).
+"""
+
+from dataclasses import dataclass, field
+from math import ceil
+
+__all__ = [
+    "STEP_ELEMS",
+    "FieldLayout",
+    "FormatSpec",
+    "ElementType",
+    "FORMATS",
+    "ELEMENT_TYPES",
+    "HIF4_GROUP",
+    "HIF4_SUBGROUPS",
+    "HIF4_SUBGROUP_ELEMS",
+    "HIF4_MICROGROUPS",
+    "HIF4_MICROGROUP_ELEMS",
+    "HIF4_BF16_ONE_SEVENTH",
+    "HIF4_REC_SIGNIFICANDS",
+    "RESIDUAL24",
+    "NVFP4_TENSOR_SCALE_DIVISOR",
+    "HIF8_OVERFLOW",
+    "layout_bit",
+]
+
+#: Elements of each operand that a dot-product unit consumes per step (spec section 7).
+STEP_ELEMS = 64
+
+
+@dataclass(frozen=True)
+class FieldLayout:
+    """One packed field: ``count`` items of ``width`` bits, item i at ``offset + i * width``."""
+
+    name: str
+    offset: int
+    width: int
+    count: int = 1
+
+    @property
+    def bits(self):
+        return self.width * self.count
+
+    @property
+    def end(self):
+        return self.offset + self.bits
+
+
+@dataclass(frozen=True)
+class ElementType:
+    """A small float type as the spec's building-block table defines it.
+
+    ``exp_bits``/``man_bits``/``bias`` describe the IEEE-like part; ``signed`` says whether
+    bit ``exp_bits + man_bits`` is a sign bit. ``nan_codes`` lists the NaN encodings (unsigned
+    part), ``max_finite`` the largest finite magnitude, ``subnormals`` whether exponent field
+    0 is a subnormal binade (else it is a normal binade, as in E6M2 and E8M0).
+    """
+
+    name: str
+    bits: int
+    exp_bits: int
+    man_bits: int
+    bias: int
+    signed: bool
+    subnormals: bool
+    max_finite: float
+    nan_codes: tuple = ()
+    inf_codes: tuple = ()
+
+
+ELEMENT_TYPES = {
+    "E2M1": ElementType("E2M1", 4, 2, 1, 1, True, True, 6.0),
+    "S1P2": ElementType("S1P2", 4, 0, 3, 0, True, False, 1.75),   # k/4, k in 0..7
+    "E4M3": ElementType("E4M3", 8, 4, 3, 7, True, True, 448.0, nan_codes=(0x7F,)),
+    "UE4M3": ElementType("UE4M3", 8, 4, 3, 7, False, True, 448.0, nan_codes=(0x7F,)),
+    "E8M0": ElementType("E8M0", 8, 8, 0, 127, False, False, 2.0 ** 127, nan_codes=(0xFF,)),
+    "E6M2": ElementType("E6M2", 8, 6, 2, 48, False, False, 49152.0, nan_codes=(0xFF,)),
+    "HIF8": ElementType("HIF8", 8, 0, 0, 0, True, True, 32768.0, nan_codes=(0x80,),
+                        inf_codes=(0x6F, 0xEF)),
+    "BF16": ElementType("BF16", 16, 8, 7, 127, True, True, 3.3895313892515355e38,
+                        nan_codes=(0x7FC0,), inf_codes=(0x7F80, 0xFF80)),
+}
+
+
+@dataclass(frozen=True)
+class FormatSpec:
+    """One quantization format.
+
+    ``block`` elements share the scale(s); ``block_bits`` is the packed block (288/136/72 for
+    the block formats, the element width for the element-wise ones) and ``block_bytes`` its
+    serialized size. ``layout`` lists the packed fields of one block (low bits first).
+    ``nan_scale_code`` is the scale code of a NaN block. ``blocks_per_step`` is how many
+    blocks one 64-element dot-product step holds (0 for element-wise formats).
+    """
+
+    name: str
+    block: int
+    elem_bits: int
+    elem_type: str
+    scale_type: str | None
+    scale_bits: int
+    block_bits: int
+    layout: tuple = field(default=())
+    nan_scale_code: int | None = None
+    blocks_per_step: int = 0
+    options: tuple = ()
+
+    @property
+    def block_bytes(self):
+        return ceil(self.block_bits / 8)
+
+    @property
+    def bits_per_value(self):
+        return self.block_bits / self.block
+
+    @property
+    def fields(self):
+        return {f.name: f for f in self.layout}
+
+
+# HiF4 structure (spec section 2): 64 = 8 sub-groups x 2 micro-groups x 4 elements.
+HIF4_GROUP = 64
+HIF4_SUBGROUPS = 8
+HIF4_SUBGROUP_ELEMS = 8
+HIF4_MICROGROUPS = 16
+HIF4_MICROGROUP_ELEMS = 4
+#: BF16(1/7), the constant of HiF4 quantization step 2.
+HIF4_BF16_ONE_SEVENTH = 0.142578125
+#: BF16(1/S) for E6M2 significands 1.0, 1.25, 1.5, 1.75 (spec step 4), before the power of two.
+HIF4_REC_SIGNIFICANDS = (1.0, 0.80078125, 0.66796875, 0.5703125)
+
+#: NVFP4 per-tensor scale: T = float32(amax / 2688) (6 * 448).
+NVFP4_TENSOR_SCALE_DIVISOR = 2688.0
+#: HiF8 magnitudes at or above this encode to +-Inf.
+HIF8_OVERFLOW = 40960.0
+
+_HIF4_LAYOUT = (
+    FieldLayout("elem", 0, 4, 64),      # bits 4i..4i+2 = k, bit 4i+3 = sign
+    FieldLayout("l3", 256, 1, 16),
+    FieldLayout("l2", 272, 1, 8),
+    FieldLayout("scale", 280, 8, 1),    # E6M2
+)
+_MXFP4_LAYOUT = (
+    FieldLayout("elem", 0, 4, 32),      # E2M1
+    FieldLayout("scale", 128, 8, 1),    # E8M0
+)
+_NVFP4_LAYOUT = (
+    FieldLayout("elem", 0, 4, 16),      # E2M1
+    FieldLayout("scale", 64, 8, 1),     # UE4M3 (bit 7 written 0)
+)
+
+FORMATS = {
+    "hif4": FormatSpec("hif4", 64, 4, "S1P2", "E6M2", 8, 288, _HIF4_LAYOUT, 0xFF, 1),
+    "mxfp4": FormatSpec("mxfp4", 32, 4, "E2M1", "E8M0", 8, 136, _MXFP4_LAYOUT, 0xFF, 2),
+    "nvfp4": FormatSpec("nvfp4", 16, 4, "E2M1", "UE4M3", 8, 72, _NVFP4_LAYOUT, 0x7F, 4,
+                        options=("tensor_scale",)),
+    "hif8": FormatSpec("hif8", 1, 8, "HIF8", None, 0, 8, (FieldLayout("code", 0, 8, 1),)),
+    "bf16": FormatSpec("bf16", 1, 16, "BF16", None, 0, 16, (FieldLayout("code", 0, 16, 1),)),
+}
+
+
+@dataclass(frozen=True)
+class Residual24Spec:
+    """Packed 2:4 HiF4 residual block (spec section 6): 224 bits for 64 positions."""
+
+    kept: int = 32
+    block_bits: int = 224
+    layout: tuple = (
+        FieldLayout("elem", 0, 4, 32),      # kept element j (S1P2), micro-group j // 2
+        FieldLayout("pos", 128, 2, 32),     # position of kept element j in its micro-group
+        FieldLayout("l3", 192, 1, 16),
+        FieldLayout("l2", 208, 1, 8),
+        FieldLayout("scale", 216, 8, 1),    # E6M2
+    )
+
+    @property
+    def block_bytes(self):
+        return ceil(self.block_bits / 8)
+
+    @property
+    def fields(self):
+        return {f.name: f for f in self.layout}
+
+
+RESIDUAL24 = Residual24Spec()
+
+
+def layout_bit(layout, name, index=0):
+    """Bit offset of item ``index`` of field ``name`` in ``layout`` (a tuple of FieldLayout)."""
+    for f in layout:
+        if f.name == name:
+            if not 0 <= index < f.count:
+                raise IndexError(f"field {name!r} has {f.count} items, not index {index}")
+            return f.offset + index * f.width
+    raise KeyError(f"no field {name!r} in layout")
+
+
+def _check():
+    for spec in FORMATS.values():
+        if spec.layout and spec.scale_type:
+            assert max(f.end for f in spec.layout) == spec.block_bits, spec.name
+    assert max(f.end for f in RESIDUAL24.layout) == RESIDUAL24.block_bits
+    for spec in FORMATS.values():
+        if spec.blocks_per_step:
+            assert spec.blocks_per_step * spec.block == STEP_ELEMS
+
+
+_check()

@@ -1,0 +1,336 @@
+"""Packed tensors: :class:`QuantizedTensor`, :func:`quantize`, :func:`fake_quantize`,
+byte serialization (spec section 1, "Packed tensors as bytes")."""
+
+from math import ceil, prod
+
+import numpy as np
+
+from . import bf16 as _bf16
+from . import hif4 as _hif4
+from . import hif8 as _hif8
+from . import mxfp4 as _mxfp4
+from . import nvfp4 as _nvfp4
+from .codecs import round_to_dtype
+from .table import FORMATS
+
+__all__ = [
+    "QuantizedTensor",
+    "quantize",
+    "fake_quantize",
+    "dequantize",
+    "from_bytes",
+    "pack_layout",
+    "unpack_layout",
+    "SUPPORTED_DTYPES",
+]
+
+_BLOCK_MODULES = {"hif4": _hif4, "mxfp4": _mxfp4, "nvfp4": _nvfp4}
+_ELEMENT_MODULES = {"hif8": _hif8, "bf16": _bf16}
+_OPTIONS = {"hif4": {}, "mxfp4": {}, "nvfp4": {"tensor_scale": True}, "hif8": {}, "bf16": {}}
+
+#: Elements processed per chunk by the block quantizers (keeps temporaries in cache).
+CHUNK_ELEMS = 1 << 16
+
+
+def _dtype_ok(dtype):
+    return dtype in (np.float16, np.float32, np.float64) or dtype.name == "bfloat16"
+
+
+SUPPORTED_DTYPES = "float16, bfloat16 (ml_dtypes), float32 or float64"
+
+
+def _check_fmt(fmt):
+    if not isinstance(fmt, str) or fmt not in FORMATS:
+        raise ValueError(f"Format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    return fmt
+
+
+def _check_options(fmt, options):
+    allowed = _OPTIONS[fmt]
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        names = ", ".join(allowed) or "none"
+        raise ValueError(f"Unknown option(s) {', '.join(unknown)} for format {fmt!r} "
+                         f"(accepted: {names})")
+    merged = dict(allowed)
+    merged.update(options)
+    if "tensor_scale" in merged:
+        merged["tensor_scale"] = bool(merged["tensor_scale"])
+    return merged
+
+
+def _check_dtype(dtype):
+    dtype = np.dtype(dtype)
+    if not _dtype_ok(dtype):
+        raise ValueError(f"Input dtype must be {SUPPORTED_DTYPES}, not {dtype}")
+    return dtype
+
+
+def _check_axis(axis, ndim, fmt):
+    if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, (int, np.integer)):
+        raise ValueError(f"Axis must be an integer, not {axis!r}")
+    axis = int(axis)
+    if ndim == 0:
+        if FORMATS[fmt].block > 1:
+            raise ValueError(f"Format {fmt!r} needs an array with at least one axis, "
+                             "not a 0-d array")
+        return 0
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"Axis {axis} is out of range for an array with {ndim} dimensions")
+    return axis % ndim
+
+
+def _as_input(x):
+    x = np.asarray(x)
+    _check_dtype(x.dtype)
+    return x
+
+
+def _block_view(x, axis, block):
+    """x with ``axis`` moved last, padded with +0.0 to whole blocks, as (G, block)."""
+    xm = np.moveaxis(x, axis, -1)
+    lead, n = xm.shape[:-1], xm.shape[-1]
+    nb = ceil(n / block)
+    if n % block:
+        xp = np.zeros(lead + (nb * block,), dtype=x.dtype)
+        xp[..., :n] = xm
+        xm = xp
+    return xm.reshape(-1, block), lead, nb
+
+
+def _unblock(v, shape, axis, block):
+    """Inverse of :func:`_block_view` for values (G, block): drop padding, restore axis."""
+    shape = tuple(shape)
+    moved = shape[:axis] + shape[axis + 1:] + (shape[axis],)
+    n = shape[axis]
+    nb = ceil(n / block)
+    v = v.reshape(moved[:-1] + (nb * block,))[..., :n]
+    return np.moveaxis(v, -1, axis)
+
+
+def _chunks(g, block):
+    step = max(1, CHUNK_ELEMS // block)
+    for lo in range(0, g, step):
+        yield slice(lo, min(g, lo + step))
+
+
+def _run_groups(fn, xg, block, *args):
+    """Apply the group quantizer ``fn`` chunk by chunk; concatenate field arrays."""
+    g = xg.shape[0]
+    parts = [fn(xg[sl], *args) for sl in _chunks(g, block)]
+    if not parts:
+        parts = [fn(np.zeros((0, block), dtype=xg.dtype), *args)]
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+class QuantizedTensor:
+    """A tensor in one of the formats: integer codes and scales plus shape and axis.
+
+    Attributes
+    ----------
+    fmt : str
+        "hif4", "mxfp4", "nvfp4", "hif8" or "bf16".
+    shape : tuple
+        Original shape.
+    axis : int
+        Non-negative quantization axis.
+    dtype : numpy.dtype
+        Input dtype; :meth:`dequantize` returns it.
+    fields : dict of numpy arrays
+        Block formats: leading shape ``lead + (nb,)`` where ``lead`` is the shape with the
+        axis removed and ``nb`` the number of blocks along the padded axis. hif4: ``elem``
+        (.., 64) uint8, ``l3`` (.., 16), ``l2`` (.., 8), ``scale`` (..) E6M2; mxfp4:
+        ``elem`` (.., 32), ``scale`` E8M0; nvfp4: ``elem`` (.., 16), ``scale`` UE4M3,
+        ``tensor_scale`` 0-d float32. hif8: ``code`` uint8, bf16: ``code`` uint16, both of
+        the original shape.
+    options : dict
+        Format options (nvfp4: ``tensor_scale``).
+    """
+
+    def __init__(self, fmt, shape, axis, dtype, fields, options=None):
+        self.fmt = _check_fmt(fmt)
+        self.shape = tuple(int(s) for s in shape)
+        self.axis = _check_axis(axis, len(self.shape), fmt)
+        self.dtype = _check_dtype(dtype)
+        self.fields = dict(fields)
+        self.options = _check_options(fmt, dict(options or {}))
+
+    @property
+    def spec(self):
+        """The :class:`~sim.formats.table.FormatSpec` of the format."""
+        return FORMATS[self.fmt]
+
+    @property
+    def lead(self):
+        """Shape of the non-quantized axes (axis removed, C order)."""
+        return self.shape[:self.axis] + self.shape[self.axis + 1:]
+
+    @property
+    def nblocks(self):
+        """Blocks along the (padded) quantization axis (block formats)."""
+        return ceil(self.shape[self.axis] / self.spec.block) if self.shape else 1
+
+    def decoded(self):
+        """Exact float64 values in the original shape (no rounding to ``dtype``)."""
+        if self.fmt in _ELEMENT_MODULES:
+            return _ELEMENT_MODULES[self.fmt].dequantize_elements(self.fields)
+        block = self.spec.block
+        flat = {k: v.reshape((-1,) + v.shape[len(self.lead) + 1:])
+                for k, v in self.fields.items() if k != "tensor_scale"}
+        if self.fmt == "nvfp4":
+            v = _nvfp4.dequantize_groups(flat, self.fields["tensor_scale"])
+        else:
+            v = _BLOCK_MODULES[self.fmt].dequantize_groups(flat)
+        return _unblock(v, self.shape, self.axis, block)
+
+    def dequantize(self):
+        """Dequantized tensor in the input dtype (exact value rounded once, RNE)."""
+        return np.ascontiguousarray(round_to_dtype(self.decoded(), self.dtype))
+
+    def to_bytes(self):
+        """Serialize in the spec's packed layout (section 1, "Packed tensors as bytes")."""
+        spec = self.spec
+        if self.fmt == "hif8":
+            return np.ascontiguousarray(self.fields["code"], dtype=np.uint8).tobytes()
+        if self.fmt == "bf16":
+            return np.ascontiguousarray(self.fields["code"]).astype("<u2").tobytes()
+        flat = {k: v.reshape((-1,) + v.shape[len(self.lead) + 1:])
+                for k, v in self.fields.items() if k != "tensor_scale"}
+        body = pack_layout(flat, spec.layout, spec.block_bits).tobytes()
+        if self.fmt == "nvfp4":
+            t = np.asarray(self.fields["tensor_scale"], dtype="<f4").reshape(())
+            return t.tobytes() + body
+        return body
+
+    @classmethod
+    def from_bytes(cls, data, fmt, shape, axis=-1, dtype=np.float32, **options):
+        """Inverse of :meth:`to_bytes`; shape and axis are arguments, not stored."""
+        return from_bytes(data, fmt, shape, axis=axis, dtype=dtype, **options)
+
+    def __eq__(self, other):
+        if not isinstance(other, QuantizedTensor):
+            return NotImplemented
+        return (self.fmt == other.fmt and self.shape == other.shape
+                and self.axis == other.axis and self.fields.keys() == other.fields.keys()
+                and all(np.array_equal(self.fields[k], other.fields[k]) for k in self.fields))
+
+    def __repr__(self):
+        opts = f", options={self.options}" if self.options else ""
+        return (f"QuantizedTensor(fmt={self.fmt!r}, shape={self.shape}, axis={self.axis}, "
+                f"dtype={self.dtype.name}{opts})")
+
+
+def pack_layout(fields, layout, block_bits):
+    """Pack per-block fields into bytes: returns uint8 (G, ceil(block_bits / 8)).
+
+    ``fields`` maps names of ``layout`` (a tuple of :class:`~sim.formats.table.FieldLayout`)
+    to integer arrays of shape (G, count) (or (G,) for count 1). Little-endian bit order.
+    """
+    first = next(iter(fields.values()))
+    g = first.shape[0]
+    bits = np.zeros((g, ceil(block_bits / 8) * 8), dtype=np.uint8)
+    for f in layout:
+        v = np.asarray(fields[f.name]).reshape(g, f.count).astype(np.uint64)
+        shifts = np.arange(f.width, dtype=np.uint64)
+        b = ((v[:, :, None] >> shifts) & np.uint64(1)).astype(np.uint8)
+        bits[:, f.offset:f.end] = b.reshape(g, f.bits)
+    return np.packbits(bits, axis=-1, bitorder="little")
+
+
+def unpack_layout(data, layout, block_bits, dtype=np.uint8):
+    """Inverse of :func:`pack_layout`: uint8 (G, nbytes) -> dict of (G, count) arrays
+    (count-1 fields as (G,))."""
+    data = np.asarray(data, dtype=np.uint8)
+    bits = np.unpackbits(data, axis=-1, bitorder="little")
+    g = data.shape[0]
+    out = {}
+    for f in layout:
+        b = bits[:, f.offset:f.end].reshape(g, f.count, f.width).astype(np.uint64)
+        v = (b << np.arange(f.width, dtype=np.uint64)).sum(axis=-1).astype(dtype)
+        out[f.name] = v[:, 0] if f.count == 1 else v
+    return out
+
+
+def quantize(x, fmt, axis=-1, **options):
+    """Quantize ``x`` along ``axis`` into ``fmt``; returns a :class:`QuantizedTensor`.
+
+    Parameters
+    ----------
+    x : array_like
+        float16, bfloat16 (ml_dtypes), float32 or float64, any shape.
+    fmt : str
+        "hif4", "mxfp4", "nvfp4", "hif8" or "bf16".
+    axis : int
+        Quantization (reduction) axis for the block formats.
+    tensor_scale : bool, optional
+        nvfp4 only: use the per-tensor FP32 scale T (default True).
+    """
+    fmt = _check_fmt(fmt)
+    options = _check_options(fmt, options)
+    x = _as_input(x)
+    axis = _check_axis(axis, x.ndim, fmt)
+    if fmt in _ELEMENT_MODULES:
+        fields = _ELEMENT_MODULES[fmt].quantize_elements(x)
+        return QuantizedTensor(fmt, x.shape, axis, x.dtype, fields, options)
+    spec = FORMATS[fmt]
+    xg, lead, nb = _block_view(x, axis, spec.block)
+    if fmt == "nvfp4":
+        t = _nvfp4.tensor_scale(x, options["tensor_scale"])
+        fields = _run_groups(_nvfp4.quantize_groups, xg, spec.block, float(t))
+    else:
+        fields = _run_groups(_BLOCK_MODULES[fmt].quantize_groups, xg, spec.block)
+    fields = {k: v.reshape(lead + (nb,) + v.shape[1:]) for k, v in fields.items()}
+    if fmt == "nvfp4":
+        fields["tensor_scale"] = t
+    return QuantizedTensor(fmt, x.shape, axis, x.dtype, fields, options)
+
+
+def dequantize(qt):
+    """``qt.dequantize()``."""
+    return qt.dequantize()
+
+
+def fake_quantize(x, fmt, axis=-1, **options):
+    """``quantize(x, fmt, axis, **options).dequantize()``: same shape and dtype as ``x``."""
+    return quantize(x, fmt, axis, **options).dequantize()
+
+
+def from_bytes(data, fmt, shape, axis=-1, dtype=np.float32, **options):
+    """Rebuild a :class:`QuantizedTensor` from :meth:`QuantizedTensor.to_bytes` output.
+
+    Raises ValueError when ``data`` has the wrong length for ``fmt`` and ``shape``.
+    """
+    fmt = _check_fmt(fmt)
+    options = _check_options(fmt, options)
+    dtype = _check_dtype(dtype)
+    shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(s) for s in shape)
+    axis = _check_axis(axis, len(shape), fmt)
+    data = bytes(data) if not isinstance(data, (bytes, bytearray, memoryview)) else data
+    data = np.frombuffer(data, dtype=np.uint8)
+    spec = FORMATS[fmt]
+    count = prod(shape)
+    if fmt in _ELEMENT_MODULES:
+        size = spec.block_bytes * count
+        if data.size != size:
+            raise ValueError(f"{fmt} bytes for shape {shape} must be {size} bytes long, "
+                             f"not {data.size}")
+        if fmt == "hif8":
+            code = data.copy().reshape(shape)
+        else:
+            code = data.view("<u2").astype(np.uint16).reshape(shape)
+        return QuantizedTensor(fmt, shape, axis, dtype, {"code": code}, options)
+    lead = shape[:axis] + shape[axis + 1:]
+    nb = ceil(shape[axis] / spec.block)
+    g = prod(lead) * nb
+    header = 4 if fmt == "nvfp4" else 0
+    size = header + g * spec.block_bytes
+    if data.size != size:
+        raise ValueError(f"{fmt} bytes for shape {shape} along axis {axis} must be {size} "
+                         f"bytes long ({g} blocks of {spec.block_bytes}"
+                         f"{' after a 4-byte T' if header else ''}), not {data.size}")
+    fields = unpack_layout(data[header:].reshape(g, spec.block_bytes), spec.layout,
+                           spec.block_bits)
+    fields = {k: v.reshape(lead + (nb,) + v.shape[1:]) for k, v in fields.items()}
+    if fmt == "nvfp4":
+        fields["tensor_scale"] = data[:4].view("<f4").astype(np.float32).reshape(())
+    return QuantizedTensor(fmt, shape, axis, dtype, fields, options)
