@@ -25,7 +25,9 @@ With a leading step dimension ``S``:
 - nvfp4: ``elem`` (S, 4, 16), ``scale`` (S, 4) (UE4M3, bit 7 ignored);
 - residual "2:4" (HiF4 only): ``elem`` (S, 32), ``pos`` (S, 32), ``l3`` (S, 16),
   ``l2`` (S, 8), ``scale`` (S,) (the fields of :func:`sim.formats.resq.pack_24`);
-- residual "dense": the operand's own fields (hif4, or mxfp4).
+- residual "dense": the operand's own fields (hif4, or mxfp4);
+- residual "2:4" of MXFP4: ``elem`` (S, 2, 16), ``pos`` (S, 2, 16), ``scale`` (S, 2) (the
+  packed MXFP4 2:4 residual of :mod:`sim.formats.resq_mxfp4`; step layout name "mxfp4-2:4").
 """
 
 import numpy as np
@@ -55,7 +57,7 @@ __all__ = [
 #: Formats with a dot-product unit, and the blocks one 64-element step holds.
 FORMATS_DOT = {"hif4": 1, "mxfp4": 2, "nvfp4": 4}
 #: Residual kinds a unit accepts, per format.
-RESIDUALS = {"hif4": ("none", "2:4", "dense"), "mxfp4": ("none", "dense"), "nvfp4": ("none",)}
+RESIDUALS = {"hif4": ("none", "2:4", "dense"), "mxfp4": ("none", "2:4", "dense"), "nvfp4": ("none",)}
 #: The FP32 word a unit emits for NaN.
 NAN_WORD = 0x7FC00000
 
@@ -380,6 +382,12 @@ def step_terms(fmt, a, w, r=None, residual="none"):
         P = [s]
         E = [E8M0_EXP[sa] + E8M0_EXP[sw] - 2]
         nan = (E8M0_NAN[sa] | E8M0_NAN[sw]).any(axis=-1)
+        if residual == "2:4":                       # MXFP4 2:4 hook (sim.formats.resq_mxfp4)
+            from .formats.resq_mxfp4 import r24_step_terms
+            Pr, Er, nr = r24_step_terms(r, w)
+            P.append(Pr)
+            E.append(Er)
+            nan = nan | nr
         if residual == "dense":
             er = E2M1_INT2[np.asarray(r["elem"], dtype=np.int64) & 15]
             sr = np.asarray(r["scale"], dtype=np.int64) & 0xFF
@@ -413,7 +421,8 @@ def _as_steps(fmt, fields, what):
     shapes = {"hif4": {"elem": (64,), "l3": (16,), "l2": (8,), "scale": ()},
               "mxfp4": {"elem": (2, 32), "scale": (2,)},
               "nvfp4": {"elem": (4, 16), "scale": (4,)},
-              "2:4": {"elem": (32,), "pos": (32,), "l3": (16,), "l2": (8,), "scale": ()}}[fmt]
+              "2:4": {"elem": (32,), "pos": (32,), "l3": (16,), "l2": (8,), "scale": ()},
+              "mxfp4-2:4": {"elem": (2, 16), "pos": (2, 16), "scale": (2,)}}[fmt]
     out = {}
     S = None
     for k, tail in shapes.items():
@@ -429,6 +438,13 @@ def _as_steps(fmt, fields, what):
             raise ValueError(f"{what} fields have different step counts")
         out[k] = v
     return out, S
+
+
+def _residual_layout(fmt, residual):
+    """Step layout name of a residual: "2:4" (HiF4), "mxfp4-2:4", or the format (dense)."""
+    if residual == "2:4":
+        return "mxfp4-2:4" if fmt == "mxfp4" else "2:4"
+    return fmt
 
 
 def run_steps(fmt, a, w, first, last=None, r=None, residual="none"):
@@ -459,7 +475,7 @@ def run_steps(fmt, a, w, first, last=None, r=None, residual="none"):
     if residual != "none":
         if r is None:
             raise ValueError(f"residual={residual!r} needs the residual fields r")
-        r, Sr = _as_steps("2:4" if residual == "2:4" else fmt, r, "r")
+        r, Sr = _as_steps(_residual_layout(fmt, residual), r, "r")
         if Sr != S:
             raise ValueError(f"a has {S} steps but r has {Sr}")
     first = np.asarray(first, dtype=bool).reshape(-1)
@@ -516,6 +532,8 @@ _STEP_BYTES = {"hif4": 36, "mxfp4": 34, "nvfp4": 36, "2:4": 28, "dense": 36}
 
 def step_bytes(fmt):
     """Bytes of one packed step: hif4 36, mxfp4 34, nvfp4 36, "2:4" residual 28."""
+    if fmt == "mxfp4-2:4":
+        return 26
     return _STEP_BYTES[_packfmt(fmt)]
 
 
@@ -594,9 +612,15 @@ def _unpack_array(fmt, b):
 def pack_steps(fmt, fields):
     """Fields with a leading step dimension S -> list of S Python ints (spec bit layouts).
 
+    "mxfp4-2:4" (the 208-bit packed MXFP4 2:4 residual step) is handled by
+    :mod:`sim.formats.resq_mxfp4`.
+
     ``fmt`` is "hif4" (288 bits), "mxfp4" (2 x 136 bits, block 0 low), "nvfp4" (4 x 72
     bits), "2:4" (the 224-bit packed HiF4 residual) or "dense" (= "hif4").
     """
+    if fmt == "mxfp4-2:4":
+        from .formats.resq_mxfp4 import pack_steps_r24
+        return pack_steps_r24(fields)
     arr = _pack_array(fmt, fields)
     n = arr.shape[1]
     data = arr.tobytes()
@@ -605,6 +629,9 @@ def pack_steps(fmt, fields):
 
 def unpack_steps(fmt, words):
     """Inverse of :func:`pack_steps`: a sequence of ints -> fields with leading dim S."""
+    if fmt == "mxfp4-2:4":
+        from .formats.resq_mxfp4 import unpack_steps_r24
+        return unpack_steps_r24(words)
     n = step_bytes(fmt)
     words = list(words)
     try:
@@ -682,6 +709,9 @@ def random_steps(fmt, n, rng, residual="none", *, nan_prob=0.01, scales="uniform
     r = None
     if residual == "dense":
         r = operand()
+    elif residual == "2:4" and fmt == "mxfp4":
+        from .formats.resq_mxfp4 import random_r24_steps
+        r = random_r24_steps(n, rng, nan_prob=nan_prob, scales=scales)
     elif residual == "2:4":
         r = {"elem": rng.integers(0, 16, (n, 32), dtype=np.uint8),
              "pos": rng.integers(0, 4, (n, 32), dtype=np.uint8),
