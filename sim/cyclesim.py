@@ -1,0 +1,479 @@
+"""Cycle-level simulator of the dot-product units and of an R x C array running a GEMM.
+
+Unit model
+----------
+A generated unit is a chain of stream stages (``hwgen/stream.py``, ``hwgen/accum.py``)
+listed, in order, in its manifest's ``timing.pipeline``. Their cycle behaviour is exact:
+
+``comb``
+    ``o.valid = i.valid``, ``i.ready = o.ready``; no cycle.
+``register``
+    ``i.ready = ~o.valid | o.ready``; loads on ``i.valid & i.ready``, ``o.valid`` is a flop.
+``sequencer`` (``slices`` = n)
+    Holds its input for n cycles: a counter advances on every edge where ``i.valid`` and it
+    is below n - 1; at n - 1, ``o.valid = i.valid`` and ``i.ready = o.ready``.
+``accumulator``
+    A register whose ``o.valid`` becomes the step's ``last`` flag: a step without ``last``
+    leaves no output and frees the stage at the next cycle.
+
+The model never steps cycle by cycle. It computes, step by step, the cycle at which each
+step crosses every register boundary (a max-plus recurrence): the chain is cut at its
+registers into segments; a segment moves step i at the first cycle X where
+
+* step i is valid at the segment's input (the previous register loaded it at X' < X, or the
+  driver presents it), plus ``n - 1`` cycles for every sequencer in the segment, and
+* the register at the segment's end can take it: it has passed step i - 1 on (at a cycle
+  <= X, the same cycle allowed because ``i.ready`` sees ``o.ready`` combinationally), and
+* for the last segment, the output port's ``o.ready`` is high at X.
+
+Cycle numbers count rising clock edges: a transfer "at cycle t" is sampled on edge t.
+
+Input and output behaviour (the stall pattern) is given by a :class:`Stimulus`: a gap
+before each step's ``valid`` (relative to the previous input transfer, or absolute
+earliest cycles) and an ``o.ready`` pattern per cycle, exactly what the cocotb bench
+drives.
+
+Array model
+-----------
+:func:`simulate_gemm` runs an M x K x N GEMM on an R x C array of identical units in
+lockstep (output stationary: unit (r, c) of tile (mt, nt) computes C[mt*R + r, nt*C + c]
+over the K/64 steps). Every array step needs the step operands of the rows and columns in
+use (and the residual blocks of the rows), fetched in order through a memory interface of
+``bandwidth`` bytes per cycle into an operand buffer of ``buffer_steps`` array steps.
+Results (4 bytes per output) leave through an output buffer of ``out_tiles`` tiles that
+drains at the same bandwidth on the write channel (read and write channels are separate,
+as in AXI). The outputs' values are the golden model's bit-true GEMM (:func:`sim.dot.gemm`).
+"""
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = [
+    "UnitTiming", "Stimulus", "UnitRun", "GemmReport", "simulate_gemm", "step_bytes",
+    "STEP_BYTES", "RESIDUAL_STEP_BYTES", "load_manifest",
+]
+
+#: Bytes of one 64-element step of one operand (blocks x packed block bytes).
+STEP_BYTES = {"hif4": 36, "mxfp4": 34, "nvfp4": 36}
+#: Bytes of one step of the activation residual: 2:4 packs 224 bits per 64 activations.
+RESIDUAL_STEP_BYTES = {"none": 0, "2:4": 28, "dense": 36}
+#: NVFP4 keeps one FP32 tensor scale per tensor.
+TENSOR_SCALE_BYTES = {"nvfp4": 4}
+
+
+def step_bytes(fmt, residual="none"):
+    """``(activation, weight, residual)`` bytes per step of one row/column."""
+    if fmt not in STEP_BYTES:
+        raise ValueError(f"Format must be one of {', '.join(STEP_BYTES)}, not {fmt!r}")
+    if residual not in RESIDUAL_STEP_BYTES:
+        raise ValueError(f"Residual must be one of {', '.join(RESIDUAL_STEP_BYTES)}, "
+                         f"not {residual!r}")
+    rbytes = RESIDUAL_STEP_BYTES[residual]
+    if residual == "dense":
+        rbytes = STEP_BYTES[fmt]
+    return STEP_BYTES[fmt], STEP_BYTES[fmt], rbytes
+
+
+def load_manifest(path):
+    """Read a unit manifest (``<module>.json``)."""
+    return json.loads(Path(path).read_text())
+
+
+_KINDS = ("comb", "register", "sequencer", "accumulator")
+
+
+class UnitTiming:
+    """Exact timing of one unit, built from its stage list.
+
+    Parameters
+    ----------
+    pipeline : list of dict
+        The manifest's ``timing.pipeline``: ``{"kind": "comb" | "register" | "sequencer" |
+        "accumulator", "slices": n (sequencers)}``, input side first. At most one
+        accumulator; stages after it feed the output port.
+    """
+
+    def __init__(self, pipeline):
+        pipeline = list(pipeline)
+        if not pipeline:
+            raise ValueError("A unit pipeline needs at least one stage")
+        segments = []           # per register: (seq_offset, is_accumulator)
+        offset = 0
+        seen_acc = False
+        for stage in pipeline:
+            kind = stage.get("kind")
+            if kind not in _KINDS:
+                raise ValueError(f"Stage kind must be one of {', '.join(_KINDS)}, "
+                                 f"not {kind!r}")
+            if kind == "sequencer":
+                slices = int(stage.get("slices", 1))
+                if slices < 1:
+                    raise ValueError(f"Sequencer slices must be >= 1, not {slices!r}")
+                offset += slices - 1
+            elif kind in ("register", "accumulator"):
+                if seen_acc and kind == "accumulator":
+                    raise ValueError("A unit pipeline has at most one accumulator")
+                if seen_acc:
+                    raise ValueError("Registers after the accumulator are not supported")
+                segments.append(offset)
+                seen_acc = seen_acc or kind == "accumulator"
+                offset = 0
+        self.pipeline = pipeline
+        self.has_accumulator = seen_acc
+        self.seg_offsets = tuple(segments)
+        self.out_offset = offset
+        if self.out_offset and not seen_acc and not segments:
+            pass
+
+    @classmethod
+    def from_manifest(cls, manifest):
+        """Timing of the unit a manifest (dict or path) describes."""
+        if not isinstance(manifest, dict):
+            manifest = load_manifest(manifest)
+        timing = manifest.get("timing") or {}
+        pipeline = timing.get("pipeline")
+        if not pipeline:
+            raise ValueError(f"manifest of {manifest.get('module', '?')} has no "
+                             "timing.pipeline list")
+        return cls(pipeline)
+
+    @property
+    def ii(self):
+        """Initiation interval with no stalls: cycles between input transfers."""
+        offs = list(self.seg_offsets)
+        if not offs:
+            return 1 + self.out_offset
+        return max(o + 1 for o in offs)
+
+    @property
+    def latency(self):
+        """Cycles from the input transfer of a ``last`` step to ``o.valid`` (output ready)."""
+        offs = self.seg_offsets
+        if not offs:
+            return 0
+        return sum(1 + o for o in offs[1:]) + 1 + self.out_offset
+
+    def run(self, last, stimulus=None):
+        """Input and output transfer cycles for a step stream.
+
+        Parameters
+        ----------
+        last : sequence of bool
+            The ``last`` flag of each step (an output follows each such step when the chain
+            ends in an accumulator; every step gives one otherwise).
+        stimulus : Stimulus, optional
+            Valid gaps and the ready pattern; default: always valid, always ready.
+
+        Returns
+        -------
+        UnitRun
+        """
+        stim = stimulus or Stimulus()
+        n = len(last)
+        offs = self.seg_offsets
+        nseg = len(offs)
+        acc = self.has_accumulator
+        out_off = self.out_offset
+        # leave[s]: cycle at which register s passed its previous step on (-1: empty).
+        leave = [-1] * nseg
+        in_cycles = [0] * n
+        valid_cycles = [0] * n
+        out_cycles = []
+        prev_in = -1
+        next_ready = stim.next_ready
+        valid_from = stim.valid_from
+        k = 0
+        for i in range(n):
+            v = valid_from(i, prev_in)
+            valid_cycles[i] = v
+            t = v
+            xs = []
+            for s in range(nseg):
+                t = t + offs[s]
+                if leave[s] > t:
+                    t = leave[s]
+                xs.append(t)
+                t = t + 1
+            if nseg == 0:
+                t = t + out_off
+                t = next_ready(k, t)
+                xs_out = t
+                out_cycles.append(t)
+                k += 1
+                in_cycles[i] = t
+                prev_in = t
+                continue
+            in_cycles[i] = xs[0]
+            prev_in = xs[0]
+            # registers 0..nseg-2 are left when the next segment moves the step on
+            for s in range(nseg - 1):
+                leave[s] = xs[s + 1]
+            x_last = xs[-1]
+            if acc and not last[i]:
+                leave[-1] = x_last + 1
+            else:
+                o = next_ready(k, x_last + 1 + out_off)
+                out_cycles.append(o)
+                leave[-1] = o
+                k += 1
+        return UnitRun(in_cycles, valid_cycles, out_cycles)
+
+
+class Stimulus:
+    """Input valid gaps and output ready pattern, as the cocotb bench drives them.
+
+    Parameters
+    ----------
+    gaps : sequence of int, optional
+        ``gaps[i]`` cycles with ``valid`` low before step i is presented, counted from the
+        cycle after step i-1's transfer (from cycle ``start`` for step 0). The driver then
+        holds ``valid`` high until the transfer.
+    arrivals : sequence of int, optional
+        Absolute earliest cycle at which step i may be presented (operand availability);
+        combined with ``gaps`` by taking the later cycle.
+    ready : sequence of bool, optional
+        ``o.ready`` at cycle t (high after the end of the sequence).
+    start : int
+        First cycle at which the driver may present a step.
+    """
+
+    def __init__(self, gaps=None, arrivals=None, ready=None, start=0):
+        self.gaps = None if gaps is None else list(gaps)
+        self.arrivals = None if arrivals is None else list(arrivals)
+        self.start = start
+        if ready is None:
+            self._next = None
+        else:
+            ready = [bool(x) for x in ready]
+            nxt = [0] * (len(ready) + 1)
+            nxt[len(ready)] = len(ready)
+            for t in range(len(ready) - 1, -1, -1):
+                nxt[t] = t if ready[t] else nxt[t + 1]
+            self._next = nxt
+        self.ready = ready
+
+    def valid_from(self, i, prev_in):
+        t = max(self.start, prev_in + 1)
+        if self.gaps is not None and i < len(self.gaps):
+            t += self.gaps[i]
+        if self.arrivals is not None and i < len(self.arrivals):
+            t = max(t, self.arrivals[i])
+        return t
+
+    def next_ready(self, k, t):
+        nxt = self._next
+        if nxt is None or t >= len(nxt) - 1:
+            return t
+        return nxt[t]
+
+
+@dataclass
+class UnitRun:
+    """Transfer cycles of one unit run: inputs (``in_cycles``), the first cycle each input
+    was valid (``valid_cycles``) and outputs (``out_cycles``)."""
+
+    in_cycles: list
+    valid_cycles: list
+    out_cycles: list
+
+
+@dataclass
+class GemmReport:
+    """Result of :func:`simulate_gemm` (see :meth:`to_json` for the keys)."""
+
+    unit: str
+    residual: str
+    gemm: tuple
+    array: tuple
+    bandwidth: float
+    ii: int
+    latency: int
+    cycles: int
+    array_steps: int
+    unit_steps: int
+    macs: int
+    utilization: float
+    bytes_read: dict
+    bytes_written: int
+    stall_cycles: dict
+    output: object = field(default=None, repr=False)
+    out_cycles: list = field(default=None, repr=False)
+
+    @property
+    def bytes_moved(self):
+        return sum(self.bytes_read.values()) + self.bytes_written
+
+    def to_json(self):
+        return {
+            "unit": self.unit, "residual": self.residual, "gemm": list(self.gemm),
+            "array": list(self.array), "bandwidth_bytes_per_cycle": self.bandwidth,
+            "ii": self.ii, "latency": self.latency, "cycles": self.cycles,
+            "array_steps": self.array_steps, "unit_steps": self.unit_steps,
+            "macs": self.macs, "utilization": self.utilization,
+            "bytes_read": dict(self.bytes_read), "bytes_written": self.bytes_written,
+            "bytes_moved": self.bytes_moved,
+            "bits_per_mac": 8 * self.bytes_moved / self.macs if self.macs else None,
+            "stall_cycles": dict(self.stall_cycles),
+        }
+
+
+class _ArrayStimulus(Stimulus):
+    """Operand fetch and result writeback of the array, computed as the run advances."""
+
+    def __init__(self, need, bandwidth, buffer_steps, out_bytes, out_tiles):
+        super().__init__()
+        self.need = need                    # bytes per array step
+        self.bw = float(bandwidth)
+        self.depth = buffer_steps
+        self.out_bytes = out_bytes          # bytes per output (tile) event
+        self.out_tiles = out_tiles
+        self.fetch_end = 0.0                # continuous time the fetch of step i-1 ended
+        self.in_hist = []                   # input transfer cycle of each step
+        self.arrivals_at = []
+        self.wb_end = []                    # writeback end cycle of each output event
+
+    def valid_from(self, i, prev_in):
+        if prev_in >= 0:
+            self.in_hist.append(prev_in)
+        start = self.fetch_end
+        if i >= self.depth:
+            start = max(start, self.in_hist[i - self.depth] + 1)
+        if math.isinf(self.bw):
+            end = start
+        else:
+            end = start + self.need[i] / self.bw
+        self.fetch_end = end
+        arrive = math.ceil(end - 1e-9)
+        self.arrivals_at.append(arrive)
+        return max(prev_in + 1, arrive, 0)
+
+    def next_ready(self, k, t):
+        if k >= self.out_tiles:
+            t = max(t, self.wb_end[k - self.out_tiles])
+        start = max(t + 1, self.wb_end[-1] if self.wb_end else 0)
+        dur = 0 if math.isinf(self.bw) else math.ceil(self.out_bytes[k] / self.bw - 1e-9)
+        self.wb_end.append(start + dur)
+        return t
+
+
+def simulate_gemm(unit, m, k, n, *, residual="none", array=(1, 1), bandwidth=math.inf,
+                  timing=None, a=None, w=None, r=None, buffer_steps=2, out_tiles=2,
+                  compute=True, seed=0):
+    """Run an M x K x N GEMM on an R x C array of units.
+
+    Parameters
+    ----------
+    unit : {"hif4", "mxfp4", "nvfp4"}
+    m, k, n : int
+        GEMM sizes: A is (M, K), W is (N, K); K is padded to whole 64-element steps.
+    residual : {"none", "2:4", "dense"}
+        Activation residual path (adds its blocks to the traffic and to the arithmetic).
+    array : (int, int)
+        R x C units.
+    bandwidth : float
+        Memory interface bytes per cycle (per direction); ``inf`` for no limit.
+    timing : UnitTiming
+        The unit's timing (from its manifest); default: a one-register front end and an
+        accumulator (``ii`` 1, ``latency`` 1).
+    a, w, r : QuantizedTensor / residual, optional
+        Operands for the bit-true output; random Gaussian data when omitted (``seed``).
+    buffer_steps : int
+        Operand buffer depth in array steps.
+    out_tiles : int
+        Output buffer depth in tiles of results.
+    compute : bool
+        Compute the output values with :func:`sim.dot.gemm`.
+
+    Returns
+    -------
+    GemmReport
+    """
+    for name, v in (("M", m), ("K", k), ("N", n)):
+        if not isinstance(v, int) or v < 1:
+            raise ValueError(f"GEMM size {name} must be a positive integer, not {v!r}")
+    rows, cols = array
+    if rows < 1 or cols < 1:
+        raise ValueError(f"Array size must be positive, not {rows} x {cols}")
+    if not bandwidth > 0:
+        raise ValueError(f"Bandwidth must be > 0 bytes per cycle, not {bandwidth!r}")
+    if unit == "nvfp4" and residual != "none":
+        raise ValueError("NVFP4 units have no residual input; use residual 'none'")
+    a_b, w_b, r_b = step_bytes(unit, residual)
+    timing = timing or UnitTiming([{"kind": "register"}, {"kind": "accumulator"}])
+    ksteps = -(-k // 64)
+    mt, nt = -(-m // rows), -(-n // cols)
+    need, lasts, out_bytes = [], [], []
+    reads = {"a": 0, "w": 0, "r": 0, "tensor_scale": 0}
+    for ti in range(mt):
+        ru = min(rows, m - ti * rows)
+        for tj in range(nt):
+            cu = min(cols, n - tj * cols)
+            per = ru * (a_b + r_b) + cu * w_b
+            need.extend([per] * ksteps)
+            lasts.extend([False] * (ksteps - 1) + [True])
+            reads["a"] += ru * a_b * ksteps
+            reads["w"] += cu * w_b * ksteps
+            reads["r"] += ru * r_b * ksteps
+            out_bytes.append(4 * ru * cu)
+    if unit in TENSOR_SCALE_BYTES:
+        reads["tensor_scale"] = 2 * TENSOR_SCALE_BYTES[unit]
+        need[0] += reads["tensor_scale"]
+    if not reads["tensor_scale"]:
+        del reads["tensor_scale"]
+    if residual == "none":
+        del reads["r"]
+    stim = _ArrayStimulus(need, bandwidth, buffer_steps, out_bytes, out_tiles)
+    run = timing.run(lasts, stim)
+    cycles = run.out_cycles[-1] + 1
+    ii = timing.ii
+    stalls = {"memory": 0, "backpressure": 0, "drain": 0}
+    busy = 0
+    prev = -1
+    for i, x in enumerate(run.in_cycles):
+        span = x - prev
+        mem = max(0, run.valid_cycles[i] - (prev + 1))
+        b = min(ii, span - mem)
+        stalls["memory"] += mem
+        busy += b
+        stalls["backpressure"] += span - mem - b
+        prev = x
+    stalls["drain"] = cycles - 1 - prev
+    unit_steps = sum(min(rows, m - ti * rows) * min(cols, n - tj * cols)
+                     for ti in range(mt) for tj in range(nt)) * ksteps
+    macs = m * n * k
+    util = (m * n * ksteps * 64) / (cycles * rows * cols * 64 / ii) if cycles else 0.0
+    output = None
+    if compute:
+        output = _bit_true(unit, residual, m, k, n, a, w, r, seed)
+    return GemmReport(
+        unit=unit, residual=residual, gemm=(m, k, n), array=(rows, cols),
+        bandwidth=bandwidth, ii=ii, latency=timing.latency, cycles=cycles,
+        array_steps=len(lasts), unit_steps=unit_steps, macs=macs, utilization=util,
+        bytes_read=reads, bytes_written=4 * m * n, stall_cycles=stalls, output=output,
+        out_cycles=run.out_cycles)
+
+
+def _bit_true(unit, residual, m, k, n, a, w, r, seed):
+    import numpy as np
+
+    from sim import dot
+    from sim.formats import quantize
+
+    rng = np.random.default_rng(seed)
+    if a is None:
+        x = rng.standard_normal((m, k)).astype(np.float32)
+        a = quantize(x, unit, axis=1)
+        if residual != "none" and r is None:
+            r = _make_residual(x, unit, residual)
+    if w is None:
+        w = quantize(rng.standard_normal((n, k)).astype(np.float32), unit, axis=1)
+    return dot.gemm(a, w, r if residual != "none" else None)
+
+
+def _make_residual(x, unit, residual):
+    from sim.formats import resq as resq_mod
+
+    mode = "2:4" if residual == "2:4" else "dense"
+    return resq_mod.resq(x, unit, mode, axis=1)
