@@ -1,0 +1,16 @@
+"""RL numerics: PyTorch adapters on top of the golden model, and the experiments using them.
+
+Modules (all need the ``rl`` extra: torch, transformers):
+
+- :mod:`sim.rl.torch_quant` -- fake quantization of torch tensors, bit-identical to
+  :func:`sim.formats.fake_quantize` (and Rollout-ResQ to :mod:`sim.formats.resq`), with a
+  straight-through gradient.
+- :mod:`sim.rl.qlinear` -- :class:`~sim.rl.qlinear.QuantLinear` (quantized GEMM operands in
+  training, forward and backward; FP4 rollouts with optional Rollout-ResQ) and
+  :func:`~sim.rl.qlinear.convert_linears` for any torch model.
+- :mod:`sim.rl.task`, :mod:`sim.rl.model`, :mod:`sim.rl.grpo` -- the GRPO precision-matrix
+  experiment behind ``hif4 rl``.
+- :mod:`sim.rl.minilm` -- W4A4 inference of the pretrained all-MiniLM-L6-v2 (``hif4 numerics``).
+
+Importing this package imports nothing heavy.
+"""
