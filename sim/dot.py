@@ -317,34 +317,47 @@ def _check_fmt(fmt, residual="none"):
                          f"not {residual!r}")
 
 
+# S1P2 code (4 bits) and micro-exponent b + c (0..2) -> 4 * value * 2**(b + c), as float32:
+# products of two such values (<= 784) and their sums over 64 elements (< 2**16) are exact
+# in float32, which makes the block sums fast and still exact.
+_S1P2_SHIFTED = np.array([[int(v) << sh for sh in range(3)] for v in S1P2_INT4],
+                         dtype=np.float32).reshape(-1)
+_E2M1_F32 = E2M1_INT2.astype(np.float32)
+
+
 def _hif4_weights(f):
-    """HiF4 fields (..., 64) -> signed int element values in units of 2**-2 * 2**(b+c)
-    scaled by 2**(b+c): returns int64 (..., 64) = S1P2_INT4[elem] << (b + c)."""
-    elem = np.asarray(f["elem"], dtype=np.int64)
-    l3 = np.asarray(f["l3"], dtype=np.int64)
-    l2 = np.asarray(f["l2"], dtype=np.int64)
-    sh = np.repeat(l3, 4, axis=-1) + np.repeat(l2, 8, axis=-1)
-    return S1P2_INT4[elem & 15] << sh
+    """HiF4 fields (..., 64) -> float32 (..., 64): S1P2_INT4[elem] * 2**(b + c)."""
+    elem = np.asarray(f["elem"], dtype=np.uint8)
+    lead = elem.shape[:-1]
+    l3 = np.asarray(f["l3"], dtype=np.uint8).reshape(lead + (8, 2, 1))
+    l2 = np.asarray(f["l2"], dtype=np.uint8).reshape(lead + (8, 1, 1))
+    sh = np.broadcast_to(l3 + l2, lead + (8, 2, 4)).reshape(lead + (64,))
+    return _S1P2_SHIFTED[(elem & 15).astype(np.intp) * 3 + sh]
 
 
 def _r24_dense(r):
-    """Packed 2:4 residual fields (..., 32) -> dense int64 (..., 64) of S1P2_INT4 << (b+c)
-    at position 4 * (j // 2) + pos_j (two kept elements on one position both count)."""
-    elem = np.asarray(r["elem"], dtype=np.int64)
-    pos = np.asarray(r["pos"], dtype=np.int64) & 3
-    l3 = np.asarray(r["l3"], dtype=np.int64)
-    l2 = np.asarray(r["l2"], dtype=np.int64)
-    j = np.arange(32)
-    mg = j // 2
+    """Packed 2:4 residual fields (..., 32) -> float32 (..., 64) of S1P2_INT4 * 2**(b+c) at
+    position 4 * (j // 2) + pos_j (two kept elements on one position both count)."""
+    elem = np.asarray(r["elem"], dtype=np.uint8)
+    lead = elem.shape[:-1]
+    pos = np.asarray(r["pos"], dtype=np.uint8) & 3
+    l3 = np.asarray(r["l3"], dtype=np.uint8)
+    l2 = np.asarray(r["l2"], dtype=np.uint8)
+    mg = np.arange(32) // 2
     sh = l3[..., mg] + l2[..., mg // 2]
-    val = S1P2_INT4[elem & 15] << sh
-    dense = np.zeros(elem.shape[:-1] + (64,), dtype=np.int64)
-    for p in range(4):      # scatter-add without np.add.at: position-by-position masks
-        sel = (pos == p)
-        contrib = np.where(sel, val, 0)                 # (..., 32)
-        # kept j -> position 4*mg + p; pairs (2m, 2m+1) share micro-group m
-        dense[..., p::4] += contrib[..., 0::2] + contrib[..., 1::2]
-    return dense
+    val = _S1P2_SHIFTED[(elem & 15).astype(np.intp) * 3 + sh]           # (..., 32)
+    ve, vo = val[..., 0::2], val[..., 1::2]            # the two kept of each micro-group
+    pe, po = pos[..., 0::2], pos[..., 1::2]
+    zero = np.float32(0)
+    dense = np.empty(lead + (16, 4), dtype=np.float32)
+    for p in range(4):
+        dense[..., p] = np.where(pe == p, ve, zero) + np.where(po == p, vo, zero)
+    return dense.reshape(lead + (64,))
+
+
+def _dot_last(x, y):
+    """Exact integer dot products over the last axis of float32 integer arrays -> int64."""
+    return np.einsum("...i,...i->...", x, y).astype(np.int64)
 
 
 def step_terms(fmt, a, w, r=None, residual="none"):
@@ -362,22 +375,22 @@ def step_terms(fmt, a, w, r=None, residual="none"):
         wa, ww = _hif4_weights(a), _hif4_weights(w)
         sa = np.asarray(a["scale"], dtype=np.int64)
         sw = np.asarray(w["scale"], dtype=np.int64)
-        s = (wa * ww).sum(axis=-1)
+        s = _dot_last(wa, ww)
         P = [s * E6M2_SIG[sa] * E6M2_SIG[sw]]
         E = [E6M2_EXP[sa] + E6M2_EXP[sw] - 4]
         nan = E6M2_NAN[sa] | E6M2_NAN[sw]
         if residual != "none":
             wr = _r24_dense(r) if residual == "2:4" else _hif4_weights(r)
             sr = np.asarray(r["scale"], dtype=np.int64)
-            P.append((wr * ww).sum(axis=-1) * E6M2_SIG[sr] * E6M2_SIG[sw])
+            P.append(_dot_last(wr, ww) * E6M2_SIG[sr] * E6M2_SIG[sw])
             E.append(E6M2_EXP[sr] + E6M2_EXP[sw] - 4)
             nan = nan | E6M2_NAN[sr]
         return np.stack(P, -1), np.stack(E, -1), nan
-    ea = E2M1_INT2[np.asarray(a["elem"], dtype=np.int64) & 15]
-    ew = E2M1_INT2[np.asarray(w["elem"], dtype=np.int64) & 15]
+    ea = _E2M1_F32[np.asarray(a["elem"], dtype=np.uint8) & 15]
+    ew = _E2M1_F32[np.asarray(w["elem"], dtype=np.uint8) & 15]
     sa = np.asarray(a["scale"], dtype=np.int64) & 0xFF
     sw = np.asarray(w["scale"], dtype=np.int64) & 0xFF
-    s = (ea * ew).sum(axis=-1)                       # (S, blocks), units of 2**-2
+    s = _dot_last(ea, ew)                            # (S, blocks), units of 2**-2
     if fmt == "mxfp4":
         P = [s]
         E = [E8M0_EXP[sa] + E8M0_EXP[sw] - 2]
@@ -389,9 +402,9 @@ def step_terms(fmt, a, w, r=None, residual="none"):
             E.append(Er)
             nan = nan | nr
         if residual == "dense":
-            er = E2M1_INT2[np.asarray(r["elem"], dtype=np.int64) & 15]
+            er = _E2M1_F32[np.asarray(r["elem"], dtype=np.uint8) & 15]
             sr = np.asarray(r["scale"], dtype=np.int64) & 0xFF
-            P.append((er * ew).sum(axis=-1))
+            P.append(_dot_last(er, ew))
             E.append(E8M0_EXP[sr] + E8M0_EXP[sw] - 2)
             nan = nan | E8M0_NAN[sr].any(axis=-1)
         return np.concatenate(P, -1), np.concatenate(E, -1), nan
@@ -757,7 +770,7 @@ def _operand_ints(fmt, f):
     """(rows, ns, ...) fields -> integer element matrix (rows, ns, blocks, n) and scales."""
     if fmt == "hif4":
         return _hif4_weights(f)[:, :, None, :], np.asarray(f["scale"], np.int64)[:, :, None]
-    return E2M1_INT2[np.asarray(f["elem"], np.int64) & 15], np.asarray(f["scale"], np.int64)
+    return _E2M1_F32[np.asarray(f["elem"], np.uint8) & 15], np.asarray(f["scale"], np.int64)
 
 
 def _scale_parts(fmt, s):
