@@ -1,0 +1,339 @@
+"""The format-agnostic back end: exact step sum into an FP32 accumulator, one RNE rounding.
+
+A format's front end reduces one step to a fixed number of exact *terms*. Term ``t`` is the
+integer ``sig_t * 2 ** (exp_t - bias_t)``: ``sig_t`` a two's complement significand of
+``sig_bits`` bits, ``exp_t`` an unsigned field of ``exp_bits`` bits that never exceeds
+``exp_max`` (so the term's range is known when the hardware is built), ``bias_t`` a
+constant. The back end computes, per step (spec section 7)::
+
+    acc = RNE_FP32(acc + sum_t term_t)          # one rounding of the exact sum
+
+with IEEE gradual underflow and overflow to +-Inf, +0 for an exact zero sum, a nonzero sum
+that rounds to zero keeping its sign, +-Inf sticky for finite steps, and NaN (emitted as
+0x7FC00000) from a step whose ``nan`` flag is set until the next ``first`` step.
+
+Exactness comes from a fixed-point window that holds every bit of every item: its least
+significant bit has weight ``2**L`` with ``L = min(-149, min_t(-bias_t))`` (-149 is the FP32
+subnormal ulp, the lowest bit of any accumulator value), its top bit is above the largest
+possible magnitude of the sum. All items are shifted into the window (one variable shift
+each), added as two's complement integers (no information lost), then one
+leading-zero count, one normalising shift and one round-to-nearest-even produce the FP32
+word. Far-apart scales and full cancellation (1.0 - 1.0 + 2**-80) are therefore exact by
+construction; the price is the window width (``AccumSpec.window``; 280 bits for HiF4).
+
+Components (one per datapath stage):
+
+* :class:`Align` — decodes the accumulator word, shifts it and every term into the window,
+  adds them (combinational).
+* :class:`Round` — window sum -> FP32 word (LZC, normalise, RNE, overflow; combinational).
+* :class:`ExactAdd` — ``Align`` + ``Round`` + NaN / Inf / ``first`` handling.
+* :class:`Accumulator` — the stream stage holding the accumulator register (kind
+  ``"accumulator"``).
+
+Accumulator timing (exact): ``i.ready = ~o.valid | o.ready``. On a rising edge with
+``i.valid & i.ready`` the accumulator register takes the new value and ``o.valid`` becomes
+``i.payload.last``; otherwise, if ``o.ready``, ``o.valid`` becomes 0. ``o.payload`` is the
+accumulator register (held while ``o.valid & ~o.ready`` because no step is accepted then).
+"""
+
+import math
+from dataclasses import dataclass
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["TermSpec", "AccumSpec", "Align", "Round", "ExactAdd", "Accumulator",
+           "accum_layout", "NAN_WORD"]
+
+NAN_WORD = 0x7FC00000
+FP32_MIN_EXP = -149       # weight of the lowest bit of any FP32 value (subnormal ulp)
+FP32_TOP = 128            # every finite FP32 magnitude is < 2**128
+
+
+@dataclass(frozen=True)
+class TermSpec:
+    """One exact term of a step: ``sig * 2 ** (exp - bias)``.
+
+    Attributes
+    ----------
+    name : str
+        Field prefix in the accumulator's input layout (``<name>_sig``, ``<name>_exp``).
+    sig_bits : int
+        Width of the two's complement significand.
+    exp_bits : int
+        Width of the unsigned exponent field.
+    bias : int
+        Constant subtracted from the exponent field.
+    exp_max : int or None
+        Largest exponent field value the front end can produce (default: all ones).
+    """
+
+    name: str
+    sig_bits: int
+    exp_bits: int
+    bias: int
+    exp_max: int | None = None
+
+    def __post_init__(self):
+        if not self.name.isidentifier():
+            raise ValueError(f"Term name must be an identifier, not {self.name!r}")
+        for what in ("sig_bits", "exp_bits"):
+            value = getattr(self, what)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"Term {what} must be a positive integer, not {value!r}")
+
+    @property
+    def top_exp(self):
+        """Largest exponent field value."""
+        return (1 << self.exp_bits) - 1 if self.exp_max is None else self.exp_max
+
+    @property
+    def lsb(self):
+        """Weight exponent of the lowest possible significand bit (``-bias``)."""
+        return -self.bias
+
+    @property
+    def top(self):
+        """Every term magnitude is <= ``2 ** top``."""
+        return self.sig_bits - 1 + self.top_exp - self.bias
+
+
+class AccumSpec:
+    """The window geometry derived from the term list.
+
+    Attributes
+    ----------
+    terms : tuple of TermSpec
+    lsb : int
+        Weight exponent ``L`` of window bit 0.
+    window : int
+        Window width in bits (two's complement).
+    """
+
+    def __init__(self, terms):
+        terms = tuple(terms)
+        if not terms:
+            raise ValueError("An accumulator needs at least one term")
+        names = [t.name for t in terms]
+        if len(set(names)) != len(names):
+            raise ValueError(f"Term names must be distinct, not {names!r}")
+        self.terms = terms
+        self.lsb = min([FP32_MIN_EXP] + [t.lsb for t in terms])
+        top = max([FP32_TOP] + [t.top + 1 for t in terms])
+        carries = math.ceil(math.log2(len(terms) + 1))
+        self.window = top - self.lsb + carries + 1
+
+    def describe(self):
+        return {"terms": [{"name": t.name, "sig_bits": t.sig_bits, "exp_bits": t.exp_bits,
+                           "bias": t.bias, "exp_max": t.top_exp} for t in self.terms],
+                "window_bits": self.window, "window_lsb_exp": self.lsb}
+
+
+def accum_layout(terms):
+    """Input payload layout of :class:`Accumulator` for ``terms``.
+
+    Fields, low bits first: ``<name>_sig`` (signed) and ``<name>_exp`` for every term in
+    order, then ``nan``, ``first``, ``last`` (1 bit each).
+    """
+    fields = {}
+    for t in terms:
+        fields[f"{t.name}_sig"] = signed(t.sig_bits)
+        fields[f"{t.name}_exp"] = unsigned(t.exp_bits)
+    fields.update(nan=1, first=1, last=1)
+    return data.StructLayout(fields)
+
+
+def _leading_zeros(m, value, width):
+    """Leading-zero count of ``value`` (``width`` bits) as a balanced tree; 0 input: garbage."""
+    size = max(2, 1 << max(width - 1, 0).bit_length())
+    padded = Cat(Const(0, size - width), value) if size > width else value
+    # Level 0: pairs of bits (MSB first); count = 1 bit. Higher levels merge pairs of nodes.
+    nodes = [(padded[size - 1 - k] | padded[size - 2 - k], ~padded[size - 1 - k])
+             for k in range(0, size, 2)]
+    level = 1
+    while len(nodes) > 1:
+        merged = []
+        for k in range(0, len(nodes), 2):
+            (any_hi, cnt_hi), (any_lo, cnt_lo) = nodes[k], nodes[k + 1]
+            cnt = Signal(level + 1, name=f"lzc_l{level}_{k // 2}")
+            m.d.comb += cnt.eq(Cat(Mux(any_hi, cnt_hi, cnt_lo), ~any_hi))
+            merged.append((any_hi | any_lo, cnt))
+        nodes = merged
+        level += 1
+    return nodes[0][1]
+
+
+class Align(wiring.Component):
+    """Shift the accumulator and every term into the fixed-point window and add them.
+
+    Members
+    -------
+    acc : In(32)
+        Accumulator FP32 word (Inf/NaN words give a meaningless sum; :class:`ExactAdd`
+        overrides the result then).
+    zero_acc : In(1)
+        Treat the accumulator as +0 (a ``first`` step).
+    terms : In(accum_layout(terms)) (only the term fields are used)
+    sum : Out(signed(window))
+        ``acc + sum(terms)`` in units of ``2 ** lsb``, exact.
+    """
+
+    def __init__(self, spec):
+        self._spec = spec
+        super().__init__({"acc": In(32), "zero_acc": In(1),
+                          "terms": In(accum_layout(spec.terms)),
+                          "sum": Out(signed(spec.window))})
+
+    def elaborate(self, platform):
+        m = Module()
+        spec = self._spec
+        frac, ef, sign = self.acc[:23], self.acc[23:31], self.acc[31]
+        shamt = Signal(8)               # acc LSB weight is 2**(max(ef, 1) - 150)
+        m.d.comb += shamt.eq(Mux(ef == 0, 0, ef - 1))
+        sig = Signal(24)
+        m.d.comb += sig.eq(Mux(self.zero_acc, 0, Cat(frac, ef != 0)))
+        acc_fixed = Signal(spec.window)
+        pad = FP32_MIN_EXP - spec.lsb       # >= 0: weight 2**-149 is window bit `pad`
+        m.d.comb += acc_fixed.eq((Cat(Const(0, pad), sig) if pad else sig) << shamt)
+        items = [Mux(sign, -acc_fixed, acc_fixed)]
+        for t in spec.terms:
+            shifted = Signal(signed(spec.window), name=f"{t.name}_aligned")
+            offset = t.lsb - spec.lsb
+            m.d.comb += shifted.eq((self.terms[f"{t.name}_sig"] << self.terms[f"{t.name}_exp"])
+                                   << offset)
+            items.append(shifted)
+        m.d.comb += self.sum.eq(sum(items))
+        return m
+
+
+class Round(wiring.Component):
+    """Round an exact window value to an FP32 word: RNE, subnormals, overflow to +-Inf.
+
+    Members
+    -------
+    sum : In(signed(window))
+        The exact value in units of ``2 ** lsb``.
+    word : Out(32)
+        ``RNE_FP32(sum * 2 ** lsb)``; +0 for an exact zero.
+    """
+
+    def __init__(self, spec):
+        self._spec = spec
+        super().__init__({"sum": In(signed(spec.window)), "word": Out(32)})
+
+    def elaborate(self, platform):
+        m = Module()
+        w, lsb = self._spec.window, self._spec.lsb
+        sign = self.sum[w - 1]
+        mag = Signal(w)
+        m.d.comb += mag.eq(Mux(sign, -self.sum, self.sum))
+        lz = _leading_zeros(m, mag, w)
+        # Shifting by shift_max puts weight 2**-126 at the top bit: results below are
+        # subnormal and keep that alignment.
+        shift_max = w - 1 + 126 + lsb
+        shift = Signal(range(max(shift_max, w) + 1))
+        m.d.comb += shift.eq(Mux(lz < shift_max, lz, shift_max))
+        norm = Signal(w)
+        m.d.comb += norm.eq(mag << shift)
+        exp_pre = Signal(signed(12))        # biased exponent of the top bit after shifting
+        m.d.comb += exp_pre.eq(lsb + w - 1 + 127 - shift)
+        mant, guard, sticky = norm[w - 24:], norm[w - 25], norm[:w - 25].any()
+        rounded = Signal(25)
+        m.d.comb += rounded.eq(mant + (guard & (sticky | mant[0])))
+        exp = Signal(signed(12))
+        frac = Signal(23)
+        with m.If(rounded[24]):
+            m.d.comb += [exp.eq(exp_pre + 1), frac.eq(0)]
+        with m.Elif(rounded[23]):
+            m.d.comb += [exp.eq(exp_pre), frac.eq(rounded[:23])]
+        with m.Else():
+            m.d.comb += [exp.eq(0), frac.eq(rounded[:23])]
+        with m.If(mag == 0):
+            m.d.comb += self.word.eq(0)
+        with m.Elif(exp >= 255):
+            m.d.comb += self.word.eq(Cat(Const(0, 23), Const(255, 8), sign))
+        with m.Else():
+            m.d.comb += self.word.eq(Cat(frac, exp[:8], sign))
+        return m
+
+
+class ExactAdd(wiring.Component):
+    """One accumulation: ``RNE_FP32(acc + sum(terms))`` with the spec's special cases.
+
+    Members
+    -------
+    acc : In(32)
+        Current accumulator word.
+    step : In(accum_layout(terms))
+        The step's terms and flags (``first`` -> start from +0; ``nan`` -> NaN result).
+    word : Out(32)
+        The new accumulator word (NaN as 0x7FC00000).
+    """
+
+    def __init__(self, spec):
+        self._spec = spec
+        super().__init__({"acc": In(32), "step": In(accum_layout(spec.terms)),
+                          "word": Out(32)})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.align = align = Align(self._spec)
+        m.submodules.round = rnd = Round(self._spec)
+        m.d.comb += [align.acc.eq(self.acc), align.zero_acc.eq(self.step.first),
+                     align.terms.eq(self.step), rnd.sum.eq(align.sum)]
+        special = ~self.step.first & (self.acc[23:31] == 255)
+        acc_nan = special & (self.acc[:23] != 0)
+        with m.If(self.step.nan | acc_nan):
+            m.d.comb += self.word.eq(NAN_WORD)
+        with m.Elif(special):
+            m.d.comb += self.word.eq(self.acc)
+        with m.Else():
+            m.d.comb += self.word.eq(rnd.word)
+        return m
+
+
+class Accumulator(wiring.Component):
+    """Stream stage holding the FP32 accumulator; emits it after a ``last`` step.
+
+    Parameters
+    ----------
+    terms : iterable of TermSpec
+        The exact terms one step delivers.
+
+    Members
+    -------
+    i : In(stream.Signature(accum_layout(terms)))
+        One step per transfer; ``i.ready = ~o.valid | o.ready``.
+    o : Out(stream.Signature(32))
+        The accumulator word after a ``last`` step; ``o.valid`` is a flop.
+
+    Timing: see the module docstring (kind ``"accumulator"``, one cycle).
+    """
+
+    kind = "accumulator"
+
+    def __init__(self, terms):
+        self._spec = AccumSpec(terms)
+        super().__init__({"i": In(stream.Signature(accum_layout(self._spec.terms))),
+                          "o": Out(stream.Signature(32))})
+
+    @property
+    def spec(self):
+        return self._spec
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.add = add = ExactAdd(self._spec)
+        acc = Signal(32)
+        m.d.comb += [add.acc.eq(acc), add.step.eq(self.i.payload),
+                     self.o.payload.eq(acc),
+                     self.i.ready.eq(~self.o.valid | self.o.ready)]
+        with m.If(self.i.valid & self.i.ready):
+            m.d.sync += [acc.eq(add.word), self.o.valid.eq(self.i.payload.last)]
+        with m.Elif(self.o.ready):
+            m.d.sync += self.o.valid.eq(0)
+        return m
+
+    def describe(self):
+        return {"kind": self.kind, **self._spec.describe()}

@@ -1,0 +1,76 @@
+"""The JSON manifest written beside every generated unit (``<module>.json``).
+
+Keys (sorted, 2-space indent, trailing newline; deterministic):
+
+``module``        Verilog module name.
+``unit``          unit name (``hif4``, ``mxfp4``, ``nvfp4``).
+``parameters``    ``{"residual", "stages", "lanes"}``.
+``ports``         ``[{"name", "direction", "width"}]`` in Verilog port order
+                  (``clk``, ``rst``, ``i__valid``, ``i__ready``, ``i__payload``,
+                  ``o__valid``, ``o__ready``, ``o__payload``).
+``payload``       ``{field: {"offset", "width"}}`` of ``i__payload`` (``a``, ``w``, ``r`` if
+                  present, ``first``, ``last``), low bits first.
+``latency``       rising edges from the input transfer of a ``last`` step to the cycle where
+                  ``o__valid`` is high with the output always ready.
+``ii``            initiation interval: cycles per step (``64 // lanes``).
+``timing``        ``{"pipeline": [stage, ...], "rules": str}``: the chain of stream stages
+                  from input to output, each ``{"kind": "register" | "comb" | "sequencer" |
+                  "accumulator", ...}`` with the exact per-kind rules in ``rules`` (the text
+                  of ``hwgen.stream``'s and ``hwgen.accum``'s timing sections). A cycle model
+                  that simulates this chain reproduces the unit's handshakes exactly.
+"""
+
+import json
+
+__all__ = ["manifest", "manifest_text", "TIMING_RULES"]
+
+TIMING_RULES = (
+    "All state changes on the rising edge of clk; rst is synchronous. A transfer happens on "
+    "an edge where valid and ready are both high. Stages, input to output: "
+    "register: i.ready = !o.valid | o.ready; on a transfer in, the payload is loaded and "
+    "o.valid <= 1, else if o.ready then o.valid <= 0. "
+    "comb: o.valid = i.valid, i.ready = o.ready, no cycle. "
+    "sequencer(n): a counter c (reset 0) increments on every edge with i.valid and c < n-1; "
+    "at c = n-1, o.valid = i.valid and i.ready = o.ready, and the transfer resets c to 0; "
+    "so a step takes n cycles and i.ready is low in its first n-1 cycles. "
+    "accumulator: i.ready = !o.valid | o.ready; on a transfer in, the accumulator register "
+    "takes RNE_FP32(acc + step) and o.valid <= last; else if o.ready then o.valid <= 0; "
+    "o.payload is the accumulator register."
+)
+
+
+def _ports(unit):
+    width = unit.payload_layout.size
+    return [
+        {"name": "clk", "direction": "input", "width": 1},
+        {"name": "rst", "direction": "input", "width": 1},
+        {"name": "i__valid", "direction": "input", "width": 1},
+        {"name": "i__ready", "direction": "output", "width": 1},
+        {"name": "i__payload", "direction": "input", "width": width},
+        {"name": "o__valid", "direction": "output", "width": 1},
+        {"name": "o__ready", "direction": "input", "width": 1},
+        {"name": "o__payload", "direction": "output", "width": 32},
+    ]
+
+
+def manifest(unit):
+    """The manifest of ``unit`` as a dict (see the module docstring)."""
+    payload = {}
+    for name, fld in unit.payload_layout:
+        payload[name] = {"offset": fld.offset, "width": fld.width}
+    return {
+        "module": unit.module_name,
+        "unit": unit.unit,
+        "parameters": {"residual": unit.residual, "stages": unit.stages, "lanes": unit.lanes},
+        "ports": _ports(unit),
+        "payload": payload,
+        "latency": unit.latency,
+        "ii": unit.ii,
+        "timing": {"pipeline": unit.timing["pipeline"], "rules": TIMING_RULES,
+                   **{k: v for k, v in unit.timing.items() if k != "pipeline"}},
+    }
+
+
+def manifest_text(unit):
+    """The manifest as deterministic JSON text."""
+    return json.dumps(manifest(unit), indent=2, sort_keys=True) + "\n"

@@ -1,0 +1,207 @@
+"""Valid/ready pipeline skeleton shared by every dot-product unit (format-agnostic).
+
+A unit is a chain of stream stages joined with :func:`chain`. Every stage has an input stream
+``i`` and an output stream ``o`` (``lib.stream.Signature``) and follows ``lib.stream``'s
+rules: ``valid`` never depends on ``ready`` of the same stream, a payload is held while
+``valid & ~ready``.
+
+Three kinds of stage exist; their cycle behaviour is exact and is what the cycle-level
+simulator (and the manifest's ``timing.pipeline`` list) describes:
+
+``Map`` (kind ``"comb"``)
+    Combinational. ``o.valid = i.valid``, ``i.ready = o.ready``, ``o.payload = f(i.payload)``.
+    Adds no cycle.
+``Register`` (kind ``"register"``)
+    One pipeline register. ``i.ready = ~o.valid | o.ready`` (combinational in ``o.ready``).
+    On a rising edge: if ``i.valid & i.ready`` the payload is loaded and ``o.valid`` becomes
+    1; otherwise, if ``o.ready``, ``o.valid`` becomes 0; otherwise it holds. No bubbles: a
+    full pipeline of registers moves one step per cycle while its output is ready.
+``Sequencer`` (kind ``"sequencer"``, ``slices`` = n)
+    Processes one held input payload in n slices, one per cycle, summing per-slice partial
+    values. A counter c (0 after reset) advances on every rising edge where ``i.valid`` is
+    high and c < n - 1 (partial sums registered). At c = n - 1, ``o.valid = i.valid`` and
+    ``i.ready = o.ready``; the output payload carries the registered partial sums plus the
+    last slice's contribution (combinational), and the transfer resets c to 0. So a step
+    spends n cycles in the stage when the output is ready: ``i.ready`` is low for the first
+    n - 1 of them. With n = 1 the stage is a plain ``Map``.
+
+The format's own back end (``hwgen.accum.Accumulator``) ends every chain.
+"""
+
+from amaranth.hdl import Const, Module, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["Map", "Register", "Sequencer", "chain"]
+
+
+class Register(wiring.Component):
+    """One valid/ready pipeline register stage.
+
+    Parameters
+    ----------
+    layout : shape-castable
+        Payload layout, the same on both sides.
+
+    Members
+    -------
+    i : In(stream.Signature(layout))
+        Input; ``i.ready = ~o.valid | o.ready``.
+    o : Out(stream.Signature(layout))
+        Output; ``o.valid`` and ``o.payload`` come from flops.
+    """
+
+    kind = "register"
+
+    def __init__(self, layout):
+        self._layout = layout
+        super().__init__({"i": In(stream.Signature(layout)),
+                          "o": Out(stream.Signature(layout))})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.d.comb += self.i.ready.eq(~self.o.valid | self.o.ready)
+        with m.If(self.i.valid & self.i.ready):
+            m.d.sync += [self.o.payload.eq(self.i.payload), self.o.valid.eq(1)]
+        with m.Elif(self.o.ready):
+            m.d.sync += self.o.valid.eq(0)
+        return m
+
+    def describe(self):
+        """This stage's entry in the manifest's ``timing.pipeline`` list."""
+        return {"kind": self.kind}
+
+
+class Map(wiring.Component):
+    """A combinational stream stage: transforms the payload, passes valid/ready through.
+
+    Parameters
+    ----------
+    in_layout, out_layout : shape-castable
+        Payload layouts.
+    build : callable
+        ``build(m, i_payload, o_payload)`` adds the combinational logic (and submodules) to
+        ``m`` that drives every field of ``o_payload`` from ``i_payload``.
+    name : str
+        Stage name (for the manifest).
+
+    Members
+    -------
+    i : In(stream.Signature(in_layout))
+    o : Out(stream.Signature(out_layout))
+    """
+
+    kind = "comb"
+
+    def __init__(self, in_layout, out_layout, build, *, name="map"):
+        self._build = build
+        self.stage_name = name
+        super().__init__({"i": In(stream.Signature(in_layout)),
+                          "o": Out(stream.Signature(out_layout))})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.d.comb += [self.o.valid.eq(self.i.valid), self.i.ready.eq(self.o.ready)]
+        self._build(m, self.i.payload, self.o.payload)
+        return m
+
+    def describe(self):
+        return {"kind": self.kind}
+
+
+class Sequencer(wiring.Component):
+    """Reduce one held input payload over ``slices`` cycles (a narrower datapath).
+
+    Parameters
+    ----------
+    in_layout, out_layout : shape-castable
+        Payload layouts. ``out_layout`` must be a ``StructLayout`` holding every name of
+        ``sum_fields``.
+    slices : int
+        Number of cycles per step (>= 1).
+    sum_fields : iterable of str
+        Output fields that are sums over the slices.
+    build : callable
+        ``build(m, i_payload, index, o_payload) -> dict`` adds the logic of one slice:
+        ``index`` is the slice number (a Value, or ``Const(0)`` when ``slices == 1``). It
+        returns ``{field: value}`` with this slice's contribution to every sum field (sum
+        fields must be plain ``signed``/``unsigned`` shapes, wide enough for the total) and
+        drives every other field of ``o_payload`` itself (from ``i_payload``, which is held
+        stable for the whole step).
+    name : str
+        Stage name (for the manifest).
+
+    Members
+    -------
+    i : In(stream.Signature(in_layout))
+        ``i.ready`` is low during the first ``slices - 1`` cycles of a step.
+    o : Out(stream.Signature(out_layout))
+        ``o.valid = i.valid`` in the last slice cycle.
+
+    Timing: see the module docstring (kind ``"sequencer"``).
+    """
+
+    kind = "sequencer"
+
+    def __init__(self, in_layout, out_layout, *, slices, sum_fields, build, name="sequencer"):
+        if not isinstance(slices, int) or slices < 1:
+            raise ValueError(f"Slice count must be a positive integer, not {slices!r}")
+        self._slices = slices
+        self._sum_fields = tuple(sum_fields)
+        self._build = build
+        self.stage_name = name
+        super().__init__({"i": In(stream.Signature(in_layout)),
+                          "o": Out(stream.Signature(out_layout))})
+
+    @property
+    def slices(self):
+        return self._slices
+
+    def elaborate(self, platform):
+        m = Module()
+        n = self._slices
+        if n == 1:
+            m.d.comb += [self.o.valid.eq(self.i.valid), self.i.ready.eq(self.o.ready)]
+            parts = self._build(m, self.i.payload, Const(0, 1), self.o.payload)
+            for name in self._sum_fields:
+                m.d.comb += self.o.payload[name].eq(parts[name])
+            return m
+
+        index = Signal(range(n))
+        last = Signal()
+        m.d.comb += last.eq(index == n - 1)
+        parts = self._build(m, self.i.payload, index, self.o.payload)
+        for name in self._sum_fields:
+            field = self.o.payload[name]
+            partial = Signal(field.shape(), name=f"partial_{name}")
+            m.d.comb += field.eq(partial + parts[name])
+            with m.If(self.i.valid & ~last):
+                m.d.sync += partial.eq(partial + parts[name])
+            with m.If(self.i.valid & self.i.ready):
+                m.d.sync += partial.eq(0)
+        m.d.comb += [self.o.valid.eq(self.i.valid & last),
+                     self.i.ready.eq(self.o.ready & last)]
+        with m.If(self.i.valid & ~last):
+            m.d.sync += index.eq(index + 1)
+        with m.If(self.i.valid & self.i.ready):
+            m.d.sync += index.eq(0)
+        return m
+
+    def describe(self):
+        return {"kind": self.kind, "slices": self._slices}
+
+
+def chain(m, stages):
+    """Add ``stages`` (a list of ``(name, component)``) to ``m`` and join them in order.
+
+    Returns ``(first, last)``; connect ``wiring.flipped(self.i)`` to ``first.i`` and
+    ``last.o`` to ``wiring.flipped(self.o)`` in the unit.
+    """
+    previous = None
+    for name, stage in stages:
+        m.submodules[name] = stage
+        if previous is not None:
+            wiring.connect(m, previous.o, stage.i)
+        previous = stage
+    return stages[0][1], stages[-1][1]
+
