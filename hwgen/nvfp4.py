@@ -21,8 +21,8 @@ outside the unit: the golden GEMM applies ``RNE_FP32(acc * T_a * T_w)`` after it
 take no residual.
 """
 
-from amaranth.hdl import Module, Mux, Signal, signed, unsigned
-from amaranth.lib import wiring
+from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 __all__ = ["UE4M3ScalePair", "BLOCK", "BLOCK_BITS", "SCALE_EXP_BITS", "SCALE_SIG_BITS"]
@@ -82,4 +82,168 @@ class UE4M3ScalePair(wiring.Component):
             self.exp.eq(be_a + be_w - 22),
             self.nan.eq((self.sa[0:7] == 0x7F) | (self.sw[0:7] == 0x7F)),
         ]
+        return m
+
+
+# ---------------------------------------------------------------------------------------
+# Packed layouts (spec section 4) and the unit
+
+#: One NVFP4 block: 16 E2M1 codes (element i at bits [4i, 4i+4)), UE4M3 code at [64, 72).
+BLOCK_LAYOUT = data.StructLayout({"elem": data.ArrayLayout(unsigned(4), BLOCK),
+                                  "scale": unsigned(8)})
+#: One step of one operand: four blocks, block 0 in the low 72 bits (288 bits).
+STEP_LAYOUT = data.ArrayLayout(BLOCK_LAYOUT, 4)
+#: Weight exponent of the lowest bit of the pre-added step term: the smallest block-term
+#: exponent, max(ea,1) + max(ew,1) - 22 with ea = ew = 0.
+TERM_LSB = -20
+#: Signed width of the pre-added term: |sum of 4 block terms| < 4 * 2304 * 225 * 2**28.
+TERM_BITS = (4 * 2304 * 225 << 28).bit_length() + 1
+#: Signed width of one block term ``block sum * scale significand product`` (|t| <= 518400).
+BLOCK_TERM_BITS = (2304 * 225).bit_length() + 1
+
+RESIDUALS = ("none",)
+
+
+def input_layout():
+    """Payload of the unit's input stream: ``a``, ``w``, ``first``, ``last``."""
+    return data.StructLayout({"a": STEP_LAYOUT, "w": STEP_LAYOUT, "first": unsigned(1),
+                              "last": unsigned(1)})
+
+
+def term_specs():
+    """The single exact term the NVFP4 front end hands to the shared accumulator.
+
+    NVFP4 block-term exponents span only 29 binades (-20..8), so the four block terms are
+    aligned and added exactly in the front end (a 50-bit fixed-point sum in units of
+    ``2**-20``) and the accumulator sees one term with a constant exponent: it aligns one
+    item instead of four.
+    """
+    from .accum import TermSpec
+
+    return [TermSpec("t", TERM_BITS, 1, -TERM_LSB, 0)]
+
+
+def _scale_pair(m, sa, sw, name):
+    """Inline :class:`UE4M3ScalePair` logic: returns (sig product, shift = exponent + 20)."""
+    ea, ma, ew, mw = sa[3:7], sa[0:3], sw[3:7], sw[0:3]
+    sig = Signal(SCALE_SIG_BITS, name=f"{name}_sig")
+    shift = Signal(5, name=f"{name}_shift")
+    m.d.comb += [
+        sig.eq(Mux(ea.any(), ma | 0b1000, ma) * Mux(ew.any(), mw | 0b1000, mw)),
+        shift.eq(Mux(ea.any(), ea, 1) + Mux(ew.any(), ew, 1) - 2),
+    ]
+    return sig, shift
+
+
+def front_end(*, lanes):
+    """The NVFP4 front end as a :class:`hwgen.stream.Sequencer` stage.
+
+    Each cycle handles ``lanes // 16`` whole blocks: per block a 16-product adder tree (13
+    bits), one UE4M3 scale pair (a 4x4-bit significand multiplier and an exponent adder),
+    a 13x8-bit multiply to the block term and a 0..28 shift to the common grid ``2**-20``;
+    the block terms of the slice add into the step term (a sequencer sum field, one
+    partial-sum register when ``lanes < 64``). The NaN flag comes from the held payload.
+    """
+    from .accum import accum_layout
+    from .e2m1 import adder_tree, e2m1_product_expr
+    from .stream import Sequencer
+
+    slices = 64 // lanes
+    per_slice = lanes // BLOCK
+    terms = term_specs()
+
+    def build(m, ip, index, op):
+        items = []
+        for t in range(per_slice):
+            if slices > 1:
+                blocks_a = [ip.a[b] for b in range(4)]
+                blocks_w = [ip.w[b] for b in range(4)]
+                sel = index * per_slice + t
+                a_blk = Cat(*[blk.as_value() for blk in blocks_a]).word_select(sel, 72)
+                w_blk = Cat(*[blk.as_value() for blk in blocks_w]).word_select(sel, 72)
+            else:
+                a_blk, w_blk = ip.a[t].as_value(), ip.w[t].as_value()
+            prods = [e2m1_product_expr(m, a_blk[4 * i:4 * i + 4], w_blk[4 * i:4 * i + 4],
+                                       name=f"p{t}_{i}") for i in range(BLOCK)]
+            bsum = adder_tree(m, prods, name=f"tree{t}")
+            sig, shift = _scale_pair(m, a_blk[64:72], w_blk[64:72], f"scale{t}")
+            term = Signal(signed(BLOCK_TERM_BITS), name=f"bterm{t}")
+            m.d.comb += term.eq(bsum * sig)
+            aligned = Signal(signed(TERM_BITS), name=f"aligned{t}")
+            m.d.comb += aligned.eq(term << shift)
+            items.append(aligned)
+        nan = [ip.a[b].scale[0:7] == 0x7F for b in range(4)]
+        nan += [ip.w[b].scale[0:7] == 0x7F for b in range(4)]
+        m.d.comb += [op.t_exp.eq(0), op.nan.eq(Cat(*nan).any()), op.first.eq(ip.first),
+                     op.last.eq(ip.last)]
+        total = Signal(signed(TERM_BITS), name="slice_sum")
+        m.d.comb += total.eq(sum(items))
+        return {"t_sig": total}
+
+    seq = Sequencer(input_layout(), accum_layout(terms), slices=slices, sum_fields=["t_sig"],
+                    build=build, name="nvfp4_front_end")
+    return seq, terms
+
+
+class NVFP4Dot(wiring.Component):
+    """NVFP4 dot-product unit: one 64-element step per ``64 / lanes`` cycles, FP32 accumulator.
+
+    The per-tensor scales are not inputs: the unit's words exclude them (spec section 7).
+
+    Parameters
+    ----------
+    residual : {"none"}
+        NVFP4 units take no residual; anything else is rejected.
+    stages : int
+        Register stages of the pipeline (>= 1): the accumulator register plus ``stages - 1``
+        pipeline registers between the front end and the accumulator.
+    lanes : {16, 32, 64}
+        Element pairs handled per cycle (one NVFP4 block per 16 lanes).
+
+    Members
+    -------
+    i : In(stream.Signature(input_layout()))
+        One step per transfer: ``a``, ``w`` (four 72-bit NVFP4 blocks each, block 0 low),
+        ``first``, ``last``.
+    o : Out(stream.Signature(32))
+        The FP32 accumulator word after each ``last`` step.
+    """
+
+    def __init__(self, *, residual="none", stages=2, lanes=64):
+        from .mxfp4 import check_params
+
+        check_params("nvfp4", RESIDUALS, residual, stages, lanes)
+        self._residual = residual
+        self._stages = stages
+        self._lanes = lanes
+        super().__init__({"i": In(stream.Signature(input_layout())),
+                          "o": Out(stream.Signature(32))})
+
+    residual = property(lambda self: self._residual)
+    stages = property(lambda self: self._stages)
+    lanes = property(lambda self: self._lanes)
+
+    @property
+    def ii(self):
+        """Initiation interval: cycles per step."""
+        return 64 // self._lanes
+
+    def pipeline(self):
+        """The chain of stream stages, front end first, accumulator last."""
+        from .accum import Accumulator, accum_layout
+        from .stream import Register
+
+        seq, terms = front_end(lanes=self._lanes)
+        stages = [("front_end", seq)]
+        stages += [(f"pipe{k}", Register(accum_layout(terms))) for k in range(self._stages - 1)]
+        stages.append(("accum", Accumulator(terms)))
+        return stages
+
+    def elaborate(self, platform):
+        from .stream import chain
+
+        m = Module()
+        first, last = chain(m, self.pipeline())
+        wiring.connect(m, wiring.flipped(self.i), first.i)
+        wiring.connect(m, last.o, wiring.flipped(self.o))
         return m
