@@ -43,29 +43,31 @@ LAYER_TYPES = ("attn.qkv", "attn.out", "mlp.up", "mlp.down", "lm_head")
 
 @dataclasses.dataclass
 class Settings:
-    digits: int = 3
+    digits: int = 2
     d_model: int = 64
     n_layers: int = 2
     n_heads: int = 4
     d_ff: int = 256
-    warmup_steps: int = 600
+    warmup_steps: int = 250
     warmup_batch: int = 128
     warmup_lr: float = 3e-3
-    steps: int = 40
+    steps: int = 20
     prompts: int = 16
     group: int = 8
-    lr: float = 3e-4
+    lr: float = 1e-4
     epochs: int = 2
     minibatches: int = 2
     clip_eps: float = 0.2
     tis_cap: float = 5.0
     eval_n: int = 256
-    eval_every: int = 10
+    eval_every: int = 5
 
 
-QUICK = Settings(digits=2, warmup_steps=150, warmup_batch=128, steps=3, prompts=8, group=4,
-                 epochs=1, minibatches=1, eval_n=64, eval_every=3)
+QUICK = Settings(warmup_steps=250, steps=3, prompts=8, group=4, epochs=1, minibatches=1,
+                 eval_n=64, eval_every=3)
 FULL = Settings()
+#: Progress units of one GRPO step (a warm-up step is one unit): rough relative cost.
+_GRPO_UNITS = 10
 
 
 @dataclasses.dataclass(frozen=True)
@@ -277,7 +279,7 @@ def grpo_run(base, config, settings, seed, eval_set, progress=None):
         if step % settings.eval_every == 0 or step == settings.steps:
             do_eval(step)
         if progress:
-            progress.update(f"seed {seed} {config.name} step {step}")
+            progress.update(f"seed {seed} {config.name} step {step}", _GRPO_UNITS)
     stats = gather_stats(model)
     reset_stats(model)
     return {
@@ -320,8 +322,8 @@ def run_experiment(settings, configs, seeds, progress=True, jobs=1, threads=1):
     on ``jobs``.
     """
     torch.set_num_threads(threads)
-    bar = _Progress((settings.warmup_steps + len(configs) * settings.steps) * len(seeds),
-                    enabled=progress)
+    bar = _Progress((settings.warmup_steps + len(configs) * settings.steps * _GRPO_UNITS)
+                    * len(seeds), enabled=progress)
     t0 = time.monotonic()
     work = [(seed, config) for seed in seeds for config in configs]
     if jobs <= 1:
@@ -350,7 +352,7 @@ def run_experiment(settings, configs, seeds, progress=True, jobs=1, threads=1):
             for fut in cf.as_completed(futures):
                 seed, config = futures[fut]
                 done[(seed, config.name)] = fut.result()
-                bar.update(f"seed {seed} {config.name} done", settings.steps)
+                bar.update(f"seed {seed} {config.name} done", settings.steps * _GRPO_UNITS)
         runs = [done[(seed, config.name)] for seed, config in work]
     bar.close()
     return {
