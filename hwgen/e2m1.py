@@ -17,11 +17,11 @@ exact integer too: 32 products fit 14 signed bits (MXFP4), 16 products 13 bits (
 """
 
 from amaranth.hdl import Module, Mux, Signal, signed, unsigned
-from amaranth.lib import wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["E2M1Product", "E2M1DotSlice", "PRODUCT_BITS", "dot_sum_bits", "e2m1_product_expr",
-           "adder_tree"]
+__all__ = ["E2M1Product", "E2M1DotSlice", "E2M1DotUnitBase", "PRODUCT_BITS", "dot_sum_bits",
+           "e2m1_product_expr", "adder_tree"]
 
 #: Width of one signed E2M1 x E2M1 product in units of 1/4 (|p| <= 144).
 PRODUCT_BITS = 9
@@ -168,3 +168,106 @@ class E2M1DotSlice(wiring.Component):
         m.d.comb += self.sum.eq(root)
         return m
 
+
+
+# ---------------------------------------------------------------------------------------
+# The unit shell shared by the MXFP4 and NVFP4 units (same pipeline plan as the HiF4 unit)
+
+LANES = (16, 32, 64)
+
+
+class E2M1DotUnitBase(wiring.Component):
+    """Common shell of the MXFP4 and NVFP4 dot-product units.
+
+    A subclass sets ``unit``, ``RESIDUALS``, and implements ``_payload_fields()`` (the
+    ``a``/``w``/``r`` layouts), ``_terms()`` (the :class:`hwgen.accum.TermSpec` list) and
+    ``_front(m, payload, index, out)`` (one slice of the front end, a
+    :class:`hwgen.stream.Sequencer` build function) with ``_sum_fields()``.
+
+    Pipeline (the same plan and timing as :class:`hwgen.hif4.HiF4DotUnit`): with
+    ``n = 64 // lanes``, ``[input_reg if stages == 4]``, ``front`` (sequencer, n slices: the
+    format's products, block sums and scale path, giving the exact terms), ``[front_reg if
+    stages >= 3]``, ``[terms_reg if stages >= 2]``, ``acc`` (the shared accumulator
+    register). ``latency = stages`` for ``stages <= 3`` and ``stages - 1 + n``
+    for ``stages == 4``; ``ii = n``.
+    """
+
+    unit = None
+    RESIDUALS = ("none",)
+
+    def __init__(self, *, residual="none", stages=3, lanes=64):
+        if residual not in self.RESIDUALS:
+            raise ValueError(self._residual_message(residual))
+        if isinstance(stages, bool) or not isinstance(stages, int) or not 1 <= stages <= 4:
+            raise ValueError(f"Stage count must be an integer from 1 to 4, not {stages!r}")
+        if isinstance(lanes, bool) or lanes not in LANES:
+            raise ValueError(f"Lane count must be one of 16, 32, 64, not {lanes!r}")
+        self._residual, self._stages, self._lanes = residual, stages, lanes
+        fields = dict(self._payload_fields())
+        fields.update(first=1, last=1)
+        self._payload = data.StructLayout(fields)
+        self._term_specs = tuple(self._terms())
+        super().__init__({"i": In(stream.Signature(self._payload)),
+                          "o": Out(stream.Signature(32))})
+
+    def _residual_message(self, residual):
+        allowed = ", ".join(repr(r) for r in self.RESIDUALS)
+        return f"Residual must be one of {allowed}, not {residual!r}"
+
+    # Parameters and derived numbers, read by hwgen.manifest and the tests.
+    residual = property(lambda self: self._residual)
+    stages = property(lambda self: self._stages)
+    lanes = property(lambda self: self._lanes)
+    payload_layout = property(lambda self: self._payload)
+    terms = property(lambda self: self._term_specs)
+
+    @property
+    def ii(self):
+        """Cycles per step, ``64 // lanes``."""
+        return 64 // self._lanes
+
+    @property
+    def latency(self):
+        """Rising edges from the input transfer of a ``last`` step to ``o.valid``."""
+        return self._stages if self._stages <= 3 else self._stages - 1 + self.ii
+
+    @property
+    def module_name(self):
+        from .units import module_name
+
+        return module_name(self.unit, self._residual, self._stages, self._lanes)
+
+    @property
+    def timing(self):
+        return {"pipeline": [{"stage": name, **desc} for name, desc, _ in self._plan()]}
+
+    def _plan(self):
+        """``[(name, description, factory)]`` of the stream stages, input to output."""
+        from .accum import AccumSpec, Accumulator, accum_layout
+        from .stream import Register, Sequencer
+
+        terms = accum_layout(self._term_specs)
+        n = self.ii
+        plan = []
+        if self._stages >= 4:
+            plan.append(("input_reg", {"kind": "register"}, lambda: Register(self._payload)))
+        plan.append(("front", {"kind": "sequencer", "slices": n},
+                     lambda: Sequencer(self._payload, terms, slices=n,
+                                       sum_fields=self._sum_fields(), build=self._front,
+                                       name="front")))
+        if self._stages >= 3:
+            plan.append(("front_reg", {"kind": "register"}, lambda: Register(terms)))
+        if self._stages >= 2:
+            plan.append(("terms_reg", {"kind": "register"}, lambda: Register(terms)))
+        plan.append(("acc", {"kind": "accumulator", **AccumSpec(self._term_specs).describe()},
+                     lambda: Accumulator(self._term_specs)))
+        return plan
+
+    def elaborate(self, platform):
+        from .stream import chain
+
+        m = Module()
+        first, last = chain(m, [(name, make()) for name, _, make in self._plan()])
+        wiring.connect(m, wiring.flipped(self.i), first.i)
+        wiring.connect(m, last.o, wiring.flipped(self.o))
+        return m

@@ -29,12 +29,13 @@ the accumulator, so a step of 64 elements costs one rounding whatever the scale 
 """
 
 from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
-from amaranth.lib import data, stream, wiring
+from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from .e2m1 import adder_tree, dot_sum_bits, e2m1_product_expr
+from .e2m1 import E2M1DotUnitBase, adder_tree, dot_sum_bits, e2m1_product_expr
 
-__all__ = ["E8M0ScalePair", "SCALE_EXP_BITS", "BLOCK", "BLOCK_BITS"]
+__all__ = ["E8M0ScalePair", "MXFP4DotUnit", "SCALE_EXP_BITS", "BLOCK", "BLOCK_BITS",
+           "BLOCK_LAYOUT", "STEP_LAYOUT", "R24_BLOCK_LAYOUT", "R24_STEP_LAYOUT", "term_specs"]
 
 #: Elements per MXFP4 block.
 BLOCK = 32
@@ -95,28 +96,20 @@ R24_BLOCK_LAYOUT = data.StructLayout({"elem": data.ArrayLayout(unsigned(4), 16),
 R24_STEP_LAYOUT = data.ArrayLayout(R24_BLOCK_LAYOUT, 2)
 
 
-def input_layout(residual):
-    """Payload of the unit's input stream: ``a``, ``w``, ``r`` (2:4 only), ``first``, ``last``."""
-    fields = {"a": STEP_LAYOUT, "w": STEP_LAYOUT}
-    if residual == "2:4":
-        fields["r"] = R24_STEP_LAYOUT
-    fields.update(first=unsigned(1), last=unsigned(1))
-    return data.StructLayout(fields)
-
-
 def term_specs(residual):
     """The exact terms the MXFP4 front end hands to :class:`hwgen.accum.Accumulator`.
 
-    ``b0``/``b1``: block sums (14 signed bits) at exponent ``sa + sw - 256``; with the 2:4
-    residual ``r0``/``r1``: residual block sums (13 signed bits) at ``rs + sw - 256``. The
-    exponent field is the 9-bit code sum, at most 508 for finite scales (NaN steps are
-    overridden by the accumulator).
+    ``b0``/``b1``: block sums (14 signed bits) at exponent ``sa + sw - 256``; with a
+    residual ``r0``/``r1``: residual block sums (13 signed bits for 2:4, 14 for dense) at
+    ``rs + sw - 256``. The exponent field is the 9-bit code sum, at most 508 for finite
+    scales (a NaN step's result is overridden by the accumulator).
     """
     from .accum import TermSpec
 
     terms = [TermSpec(f"b{b}", dot_sum_bits(BLOCK), 9, 256, 508) for b in range(2)]
-    if residual == "2:4":
-        terms += [TermSpec(f"r{b}", dot_sum_bits(16), 9, 256, 508) for b in range(2)]
+    if residual != "none":
+        kept = 16 if residual == "2:4" else BLOCK
+        terms += [TermSpec(f"r{b}", dot_sum_bits(kept), 9, 256, 508) for b in range(2)]
     return terms
 
 
@@ -154,146 +147,121 @@ def sum_field_names(prefix, per_block, elems, slices):
             if _placement(b, per_block, elems)[0] != slices - 1]
 
 
-def front_end(*, lanes, residual):
-    """The MXFP4 front end as a :class:`hwgen.stream.Sequencer` stage.
+class MXFP4DotUnit(E2M1DotUnitBase):
+    """MXFP4 dot-product unit: one 64-element step per ``64 // lanes`` cycles into FP32.
 
-    Each cycle handles ``lanes`` element pairs (and ``lanes / 2`` kept residual elements):
-    ``lanes // 32`` adder trees of 32 products (one tree of 16 products when ``lanes`` is
-    16), each tree's sum routed to the block it belongs to in that slice. Block sums that
-    span earlier slices are sequencer sum fields (one partial-sum register each); a block
-    handled entirely in the last slice drives its term directly. Exponents and the NaN flag
-    come from the held input payload (its scales are stable for the whole step).
+    Parameters (keyword-only)
+    -------------------------
+    residual : str
+        ``"none"``, ``"2:4"`` (two packed 104-bit residual blocks ``r``,
+        ``docs/mxfp4_residual.md``) or ``"dense"`` (a full MXFP4 step ``r``, 272 bits).
+    stages : int
+        Pipeline registers on the path from ``i`` to ``o``, 1..4: the accumulator register;
+        ``>= 2`` a register on the terms; ``>= 3`` a register after the front end; ``4`` a
+        register on the input payload.
+    lanes : int
+        16, 32 or 64 element products per cycle; a step takes ``64 // lanes`` cycles.
 
-    Returns
+    Members
     -------
-    (Sequencer, list of TermSpec)
+    i : In(stream.Signature(payload_layout))
+        Steps: ``a``, ``w`` (two MXFP4 blocks each, block 0 in the low 136 bits), ``r`` (if a
+        residual), ``first``, ``last``.
+    o : Out(stream.Signature(32))
+        The FP32 accumulator word after each ``last`` step.
+
+    Datapath per slice (``lanes`` element pairs, ``lanes // 2`` kept residual elements):
+    ``lanes // 32`` adder trees of 32 exact E2M1 products (one tree of 16 when ``lanes`` is
+    16), each routed to the block sum it belongs to; block sums that span earlier slices
+    are sequencer sum fields (a partial-sum register each), a block handled only in the
+    last slice drives its term directly. Exponents ``sa + sw`` and the NaN flag come from
+    the held payload. The accumulator takes two terms (four with a residual).
+
+    Timing (exact; also in the manifest)
+    ------------------------------------
+    The same as :class:`hwgen.hif4.HiF4DotUnit`: with ``n = 64 // lanes`` the input accepts
+    a step at most every ``n`` cycles; for ``stages <= 3`` ``i.ready`` is high only in the
+    last of the ``n`` cycles a presented step spends in the sequencer (and only when the
+    next stage can take it); with ``stages == 4`` an input register takes the step
+    (``i.ready = !valid | next ready``). If the input transfer of a ``last`` step happens in
+    cycle ``c`` and the output is always ready, ``o.valid`` is high in cycle
+    ``c + latency``, ``latency = stages`` for ``stages <= 3`` and ``stages - 1 + n`` for
+    ``stages == 4``. With ``o.ready`` low while ``o.valid``, the accumulator takes no step
+    and backpressure propagates through the registers (``ready = !valid | next ready``).
     """
-    from .accum import accum_layout
-    from .stream import Sequencer
 
-    slices = 64 // lanes
-    terms = term_specs(residual)
-    kept = lanes // 2
+    unit = "mxfp4"
+    RESIDUALS = ("none", "2:4", "dense")
 
-    def build(m, ip, index, op):
-        flat_a = Cat(*[ip.a[b].elem.as_value() for b in range(2)])
-        flat_w = Cat(*[ip.w[b].elem.as_value() for b in range(2)])
-        a_sl = flat_a.word_select(index, 4 * lanes) if slices > 1 else flat_a
-        w_sl = flat_w.word_select(index, 4 * lanes) if slices > 1 else flat_w
-        per_tree = min(lanes, BLOCK)
-        trees = []
-        for t in range(lanes // per_tree):
-            prods = [e2m1_product_expr(m, a_sl[4 * k:4 * k + 4], w_sl[4 * k:4 * k + 4],
-                                       name=f"p{k}")
-                     for k in range(t * per_tree, (t + 1) * per_tree)]
-            trees.append(adder_tree(m, prods, name=f"tree{t}"))
-        parts = route_block_sums(m, op, index, slices, trees, "b", BLOCK, lanes)
-        if residual == "2:4":
-            flat_r = Cat(*[ip.r[b].elem.as_value() for b in range(2)])
-            flat_p = Cat(*[ip.r[b].pos.as_value() for b in range(2)])
-            r_sl = flat_r.word_select(index, 4 * kept) if slices > 1 else flat_r
-            p_sl = flat_p.word_select(index, 2 * kept) if slices > 1 else flat_p
-            per_rtree = min(kept, 16)
-            rtrees = []
-            for t in range(kept // per_rtree):
-                prods = []
-                for j in range(t * per_rtree, (t + 1) * per_rtree):
-                    group = w_sl[16 * (j // 2):16 * (j // 2) + 16]   # its micro-group
+    def _payload_fields(self):
+        fields = {"a": STEP_LAYOUT, "w": STEP_LAYOUT}
+        if self._residual == "2:4":
+            fields["r"] = R24_STEP_LAYOUT
+        elif self._residual == "dense":
+            fields["r"] = STEP_LAYOUT
+        return fields
+
+    def _terms(self):
+        return term_specs(self._residual)
+
+    def _kept(self):
+        """Residual elements handled per slice and residual elements per block."""
+        if self._residual == "2:4":
+            return self._lanes // 2, 16
+        return self._lanes, BLOCK
+
+    def _sum_fields(self):
+        n = self.ii
+        names = sum_field_names("b", BLOCK, self._lanes, n)
+        if self._residual != "none":
+            names += sum_field_names("r", self._kept()[1], self._kept()[0], n)
+        return names
+
+    def _front(self, m, ip, index, op):
+        n, lanes, residual = self.ii, self._lanes, self._residual
+
+        def flat(operand, field):
+            return Cat(*[operand[b][field].as_value() for b in range(2)])
+
+        def sliced(value, width):
+            return value.word_select(index, width) if n > 1 else value
+
+        def trees_of(prefix, x_sl, y_of, count, per_block):
+            per_tree = min(count, per_block)
+            trees = []
+            for t in range(count // per_tree):
+                prods = [e2m1_product_expr(m, x_sl[4 * k:4 * k + 4], y_of(k),
+                                           name=f"{prefix}{k}")
+                         for k in range(t * per_tree, (t + 1) * per_tree)]
+                trees.append(adder_tree(m, prods, name=f"{prefix}tree{t}"))
+            return trees
+
+        a_sl = sliced(flat(ip.a, "elem"), 4 * lanes)
+        w_sl = sliced(flat(ip.w, "elem"), 4 * lanes)
+        trees = trees_of("p", a_sl, lambda k: w_sl[4 * k:4 * k + 4], lanes, BLOCK)
+        parts = route_block_sums(m, op, index, n, trees, "b", BLOCK, lanes)
+        if residual != "none":
+            count, per_block = self._kept()
+            r_sl = sliced(flat(ip.r, "elem"), 4 * count)
+            if residual == "2:4":
+                p_sl = sliced(flat(ip.r, "pos"), 2 * count)
+
+                def w_of(j):                              # 4:1 select in micro-group j // 2
                     wsel = Signal(4, name=f"wsel{j}")
+                    group = w_sl[16 * (j // 2):16 * (j // 2) + 16]
                     m.d.comb += wsel.eq(group.word_select(p_sl[2 * j:2 * j + 2], 4))
-                    prods.append(e2m1_product_expr(m, r_sl[4 * j:4 * j + 4], wsel,
-                                                   name=f"q{j}"))
-                rtrees.append(adder_tree(m, prods, name=f"rtree{t}"))
-            parts.update(route_block_sums(m, op, index, slices, rtrees, "r", 16, kept))
+                    return wsel
+            else:
+                def w_of(j):
+                    return w_sl[4 * j:4 * j + 4]
+            rtrees = trees_of("q", r_sl, w_of, count, per_block)
+            parts.update(route_block_sums(m, op, index, n, rtrees, "r", per_block, count))
         nan = []
         for b in range(2):
             m.d.comb += op[f"b{b}_exp"].eq(ip.a[b].scale + ip.w[b].scale)
             nan += [ip.a[b].scale == 0xFF, ip.w[b].scale == 0xFF]
-            if residual == "2:4":
+            if residual != "none":
                 m.d.comb += op[f"r{b}_exp"].eq(ip.r[b].scale + ip.w[b].scale)
                 nan.append(ip.r[b].scale == 0xFF)
         m.d.comb += [op.nan.eq(Cat(*nan).any()), op.first.eq(ip.first), op.last.eq(ip.last)]
         return parts
-
-    names = sum_field_names("b", BLOCK, lanes, slices)
-    if residual == "2:4":
-        names += sum_field_names("r", 16, kept, slices)
-    seq = Sequencer(input_layout(residual), accum_layout(terms), slices=slices,
-                    sum_fields=names, build=build, name="mxfp4_front_end")
-    return seq, terms
-
-
-RESIDUALS = ("none", "2:4")
-LANES = (16, 32, 64)
-
-
-def check_params(unit, residuals, residual, stages, lanes):
-    """Validate the keyword parameters shared by the MXFP4 and NVFP4 units."""
-    if residual not in residuals:
-        extra = "; NVFP4 units take no residual" if unit == "nvfp4" else ""
-        raise ValueError(f"Residual of the {unit} unit must be one of "
-                         f"{', '.join(map(repr, residuals))}, not {residual!r}{extra}")
-    if lanes not in LANES:
-        raise ValueError(f"Lane count must be one of 16, 32, 64, not {lanes!r}")
-    if not isinstance(stages, int) or isinstance(stages, bool) or stages < 1:
-        raise ValueError(f"Stage count must be an integer of at least 1, not {stages!r}")
-
-
-class MXFP4Dot(wiring.Component):
-    """MXFP4 dot-product unit: one 64-element step per ``64 / lanes`` cycles, FP32 accumulator.
-
-    Parameters
-    ----------
-    residual : {"none", "2:4"}
-        With "2:4", the input carries a packed 2:4 MXFP4 residual (docs/mxfp4_residual.md).
-    stages : int
-        Register stages of the pipeline (>= 1): the accumulator register plus ``stages - 1``
-        pipeline registers between the front end and the accumulator.
-    lanes : {16, 32, 64}
-        Element pairs handled per cycle.
-
-    Members
-    -------
-    i : In(stream.Signature(input_layout(residual)))
-        One step per transfer: ``a``, ``w`` (two 136-bit MXFP4 blocks each, block 0 low),
-        ``r`` (two 104-bit packed residual blocks, with "2:4"), ``first``, ``last``.
-    o : Out(stream.Signature(32))
-        The FP32 accumulator word after each ``last`` step.
-    """
-
-    def __init__(self, *, residual="none", stages=2, lanes=64):
-        check_params("mxfp4", RESIDUALS, residual, stages, lanes)
-        self._residual = residual
-        self._stages = stages
-        self._lanes = lanes
-        super().__init__({"i": In(stream.Signature(input_layout(residual))),
-                          "o": Out(stream.Signature(32))})
-
-    residual = property(lambda self: self._residual)
-    stages = property(lambda self: self._stages)
-    lanes = property(lambda self: self._lanes)
-
-    @property
-    def ii(self):
-        """Initiation interval: cycles per step."""
-        return 64 // self._lanes
-
-    def pipeline(self):
-        """The chain of stream stages, front end first, accumulator last."""
-        from .accum import Accumulator, accum_layout
-        from .stream import Register
-
-        seq, terms = front_end(lanes=self._lanes, residual=self._residual)
-        stages = [("front_end", seq)]
-        stages += [(f"pipe{k}", Register(accum_layout(terms))) for k in range(self._stages - 1)]
-        stages.append(("accum", Accumulator(terms)))
-        return stages
-
-    def elaborate(self, platform):
-        from .stream import chain
-
-        m = Module()
-        first, last = chain(m, self.pipeline())
-        wiring.connect(m, wiring.flipped(self.i), first.i)
-        wiring.connect(m, last.o, wiring.flipped(self.o))
-        return m

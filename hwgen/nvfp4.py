@@ -22,10 +22,13 @@ take no residual.
 """
 
 from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
-from amaranth.lib import data, stream, wiring
+from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["UE4M3ScalePair", "BLOCK", "BLOCK_BITS", "SCALE_EXP_BITS", "SCALE_SIG_BITS"]
+from .e2m1 import E2M1DotUnitBase, adder_tree, e2m1_product_expr
+
+__all__ = ["UE4M3ScalePair", "NVFP4DotUnit", "BLOCK", "BLOCK_BITS", "SCALE_EXP_BITS",
+           "SCALE_SIG_BITS", "BLOCK_LAYOUT", "STEP_LAYOUT", "term_specs"]
 
 #: Elements per NVFP4 block.
 BLOCK = 16
@@ -101,15 +104,6 @@ TERM_BITS = (4 * 2304 * 225 << 28).bit_length() + 1
 #: Signed width of one block term ``block sum * scale significand product`` (|t| <= 518400).
 BLOCK_TERM_BITS = (2304 * 225).bit_length() + 1
 
-RESIDUALS = ("none",)
-
-
-def input_layout():
-    """Payload of the unit's input stream: ``a``, ``w``, ``first``, ``last``."""
-    return data.StructLayout({"a": STEP_LAYOUT, "w": STEP_LAYOUT, "first": unsigned(1),
-                              "last": unsigned(1)})
-
-
 def term_specs():
     """The single exact term the NVFP4 front end hands to the shared accumulator.
 
@@ -135,32 +129,63 @@ def _scale_pair(m, sa, sw, name):
     return sig, shift
 
 
-def front_end(*, lanes):
-    """The NVFP4 front end as a :class:`hwgen.stream.Sequencer` stage.
+class NVFP4DotUnit(E2M1DotUnitBase):
+    """NVFP4 dot-product unit: one 64-element step per ``64 // lanes`` cycles into FP32.
 
-    Each cycle handles ``lanes // 16`` whole blocks: per block a 16-product adder tree (13
-    bits), one UE4M3 scale pair (a 4x4-bit significand multiplier and an exponent adder),
-    a 13x8-bit multiply to the block term and a 0..28 shift to the common grid ``2**-20``;
-    the block terms of the slice add into the step term (a sequencer sum field, one
-    partial-sum register when ``lanes < 64``). The NaN flag comes from the held payload.
+    The per-tensor scales are not inputs: the unit's words exclude them (spec section 7;
+    the golden GEMM applies ``RNE_FP32(acc * T_a * T_w)`` after the unit).
+
+    Parameters (keyword-only)
+    -------------------------
+    residual : str
+        Only ``"none"``: NVFP4 units take no residual.
+    stages : int
+        Pipeline registers on the path from ``i`` to ``o``, 1..4, placed as in
+        :class:`hwgen.mxfp4.MXFP4DotUnit`.
+    lanes : int
+        16, 32 or 64 element products per cycle (one NVFP4 block per 16 lanes).
+
+    Members
+    -------
+    i : In(stream.Signature(payload_layout))
+        Steps: ``a``, ``w`` (four 72-bit NVFP4 blocks each, block 0 low), ``first``,
+        ``last``.
+    o : Out(stream.Signature(32))
+        The FP32 accumulator word after each ``last`` step.
+
+    Datapath per slice (``lanes // 16`` whole blocks): a 16-product adder tree (13 bits),
+    one UE4M3 scale pair (4x4-bit significand product, exponent add), a 13x8-bit multiply
+    to the block term and a 0..28 shift onto the common grid ``2**-20``; the block terms add
+    into the one step term (a sequencer sum field: one 50-bit partial-sum register when
+    ``lanes < 64``). The NaN flag comes from the held payload.
+
+    Timing: exactly as :class:`hwgen.mxfp4.MXFP4DotUnit` (and the HiF4 unit).
     """
-    from .accum import accum_layout
-    from .e2m1 import adder_tree, e2m1_product_expr
-    from .stream import Sequencer
 
-    slices = 64 // lanes
-    per_slice = lanes // BLOCK
-    terms = term_specs()
+    unit = "nvfp4"
+    RESIDUALS = ("none",)
 
-    def build(m, ip, index, op):
+    def _residual_message(self, residual):
+        return f"NVFP4 units take no residual: residual must be 'none', not {residual!r}"
+
+    def _payload_fields(self):
+        return {"a": STEP_LAYOUT, "w": STEP_LAYOUT}
+
+    def _terms(self):
+        return term_specs()
+
+    def _sum_fields(self):
+        return ["t_sig"]
+
+    def _front(self, m, ip, index, op):
+        n = self.ii
+        per_slice = self._lanes // BLOCK
         items = []
         for t in range(per_slice):
-            if slices > 1:
-                blocks_a = [ip.a[b] for b in range(4)]
-                blocks_w = [ip.w[b] for b in range(4)]
+            if n > 1:
                 sel = index * per_slice + t
-                a_blk = Cat(*[blk.as_value() for blk in blocks_a]).word_select(sel, 72)
-                w_blk = Cat(*[blk.as_value() for blk in blocks_w]).word_select(sel, 72)
+                a_blk = Cat(*[ip.a[b].as_value() for b in range(4)]).word_select(sel, 72)
+                w_blk = Cat(*[ip.w[b].as_value() for b in range(4)]).word_select(sel, 72)
             else:
                 a_blk, w_blk = ip.a[t].as_value(), ip.w[t].as_value()
             prods = [e2m1_product_expr(m, a_blk[4 * i:4 * i + 4], w_blk[4 * i:4 * i + 4],
@@ -179,71 +204,3 @@ def front_end(*, lanes):
         total = Signal(signed(TERM_BITS), name="slice_sum")
         m.d.comb += total.eq(sum(items))
         return {"t_sig": total}
-
-    seq = Sequencer(input_layout(), accum_layout(terms), slices=slices, sum_fields=["t_sig"],
-                    build=build, name="nvfp4_front_end")
-    return seq, terms
-
-
-class NVFP4Dot(wiring.Component):
-    """NVFP4 dot-product unit: one 64-element step per ``64 / lanes`` cycles, FP32 accumulator.
-
-    The per-tensor scales are not inputs: the unit's words exclude them (spec section 7).
-
-    Parameters
-    ----------
-    residual : {"none"}
-        NVFP4 units take no residual; anything else is rejected.
-    stages : int
-        Register stages of the pipeline (>= 1): the accumulator register plus ``stages - 1``
-        pipeline registers between the front end and the accumulator.
-    lanes : {16, 32, 64}
-        Element pairs handled per cycle (one NVFP4 block per 16 lanes).
-
-    Members
-    -------
-    i : In(stream.Signature(input_layout()))
-        One step per transfer: ``a``, ``w`` (four 72-bit NVFP4 blocks each, block 0 low),
-        ``first``, ``last``.
-    o : Out(stream.Signature(32))
-        The FP32 accumulator word after each ``last`` step.
-    """
-
-    def __init__(self, *, residual="none", stages=2, lanes=64):
-        from .mxfp4 import check_params
-
-        check_params("nvfp4", RESIDUALS, residual, stages, lanes)
-        self._residual = residual
-        self._stages = stages
-        self._lanes = lanes
-        super().__init__({"i": In(stream.Signature(input_layout())),
-                          "o": Out(stream.Signature(32))})
-
-    residual = property(lambda self: self._residual)
-    stages = property(lambda self: self._stages)
-    lanes = property(lambda self: self._lanes)
-
-    @property
-    def ii(self):
-        """Initiation interval: cycles per step."""
-        return 64 // self._lanes
-
-    def pipeline(self):
-        """The chain of stream stages, front end first, accumulator last."""
-        from .accum import Accumulator, accum_layout
-        from .stream import Register
-
-        seq, terms = front_end(lanes=self._lanes)
-        stages = [("front_end", seq)]
-        stages += [(f"pipe{k}", Register(accum_layout(terms))) for k in range(self._stages - 1)]
-        stages.append(("accum", Accumulator(terms)))
-        return stages
-
-    def elaborate(self, platform):
-        from .stream import chain
-
-        m = Module()
-        first, last = chain(m, self.pipeline())
-        wiring.connect(m, wiring.flipped(self.i), first.i)
-        wiring.connect(m, last.o, wiring.flipped(self.o))
-        return m
