@@ -99,3 +99,6 @@ def module_name(unit, residual, stages, lanes):
 
 register(UnitInfo("hif4", "hwgen.hif4:HiF4DotUnit", residuals=("none", "2:4", "dense"),
                   standard=({"residual": "none"}, {"residual": "2:4"})))
+register(UnitInfo("mxfp4", "hwgen.mxfp4:MXFP4DotUnit", residuals=("none", "2:4", "dense"),
+                  standard=({"residual": "none"}, {"residual": "2:4"})))
+register(UnitInfo("nvfp4", "hwgen.nvfp4:NVFP4DotUnit", residuals=("none",)))
