@@ -62,6 +62,7 @@ RESIDUALS = {"hif4": ("none", "2:4", "dense"), "mxfp4": ("none", "2:4", "dense")
 NAN_WORD = 0x7FC00000
 
 _LIMB = 30                      # bits per limb of the exact fixed-point sum
+_FAST_BITS = 62                 # rows whose terms fit this many bits are summed in one int64
 _LIMB_MASK = (1 << _LIMB) - 1
 
 # ---------------------------------------------------------------------------------------
@@ -149,16 +150,88 @@ def round_terms(P, E):
     uint32 array (C,)
         IEEE binary32 words: one rounding of the exact sum, gradual underflow, overflow to
         +-Inf; an exact zero sum gives +0, a nonzero sum that rounds to zero keeps its sign.
+
+    Notes
+    -----
+    Where all of a row's terms fit one 62-bit window (the common case) the row's sum is one
+    exact int64; other rows go through the multi-limb sum. Both end in :func:`_round_mag`.
     """
     P = np.asarray(P, dtype=np.int64)
     E = np.asarray(E, dtype=np.int64)
     if P.ndim == 1:
         P, E = P[:, None], E[:, None]
-    C = P.shape[0]
+    return _round_cols(list(P.T), list(E.T), P.shape[0])
+
+
+def _round_cols(Ps, Es, C):
+    """:func:`round_terms` on terms given as lists of column arrays (C,) (fast layout)."""
+    T = len(Ps)
     out = np.zeros(C, dtype=np.uint32)
-    nz = P != 0
-    if C == 0 or not nz.any():
+    if C == 0 or T == 0:
         return out
+    big = np.iinfo(np.int64).max
+    nzs = [p != 0 for p in Ps]
+    anynz = np.logical_or.reduce(nzs)
+    if not anynz.any():
+        return out
+    pbits = max(int(np.abs(p).max()) for p in Ps).bit_length()
+    emin = np.minimum.reduce([np.where(nz, e, big) for nz, e in zip(nzs, Es)])
+    emax = np.maximum.reduce([np.where(nz, e, -big) for nz, e in zip(nzs, Es)])
+    fast = anynz & (emax - emin <= _FAST_BITS - pbits - T.bit_length())
+    nfast = int(fast.sum())
+    if nfast:
+        allfast = nfast == C
+        em = emin if allfast else emin[fast]
+        total = np.zeros(nfast, dtype=np.int64)
+        for p, e, nz in zip(Ps, Es, nzs):
+            if not allfast:
+                p, e, nz = p[fast], e[fast], nz[fast]
+            total += p << np.where(nz, e - em, 0)       # exact: |total| < 2**62
+        words = _round_mag(np.abs(total), em, np.zeros(nfast, bool), total < 0, total != 0)
+        if allfast:
+            return words
+        out[fast] = words
+    slow = anynz & ~fast
+    if slow.any():
+        P = np.stack([p[slow] for p in Ps], axis=1)
+        E = np.stack([e[slow] for e in Es], axis=1)
+        out[slow] = _round_limbs(P, E, P != 0)
+    return out
+
+
+def _round_mag(V, vbase, sticky, neg, nonzero):
+    """FP32 words of (-1)**neg * (V + sticky * eps) * 2**vbase, V < 2**62 an int64 >= 0.
+
+    ``sticky`` says that nonzero bits lie below V's bit 0 (the exact value is a little
+    above V * 2**vbase); ``nonzero`` rows with V == 0 do not occur (a zero sum is +0).
+    """
+    bl = np.frexp(V.astype(np.float64))[1].astype(np.int64)
+    bl = np.where((V >> np.maximum(bl - 1, 0)) == 0, bl - 1, bl)    # float rounded up
+    msb = vbase + bl - 1
+    r = np.maximum(msb - 23, -149)
+    shift = r - vbase
+    down = np.clip(shift, 0, 63)                        # 63: all of V is below half an ulp
+    q = V >> down
+    rem = V - (q << down)
+    half = np.where(down > 0, np.int64(1) << np.maximum(down - 1, 0), 1)
+    up = (down > 0) & ((rem > half) | ((rem == half) & (sticky | ((q & 1) == 1))))
+    q = np.where(shift < 0, V << np.clip(-shift, 0, 62), q + up)     # q * 2**r
+    carry = q >= (1 << 24)
+    q = np.where(carry, q >> 1, q)
+    r = np.where(carry, r + 1, r)
+    normal = q >= (1 << 23)
+    biased = r + 150
+    word = np.where(normal, (biased << 23) | (q & 0x7FFFFF), q)
+    word = np.where(normal & (biased >= 255), 0x7F800000, word)
+    word = np.where(neg, word | (1 << 31), word)
+    word = np.where(nonzero, word, 0)
+    return word.astype(np.uint32)
+
+
+def _round_limbs(P, E, nz):
+    """:func:`round_terms` for rows whose terms span more than one int64: an exact
+    fixed-point sum in 30-bit limbs covering every exponent present, then one rounding."""
+    C = P.shape[0]
     E = np.where(nz, E, E[nz].min())
     if np.abs(P).max() >= (1 << 31):     # split into pieces below 2**31 (exact)
         lo = P & _LIMB_MASK
@@ -186,32 +259,11 @@ def round_terms(P, E):
     anynz = nzl.any(axis=0)
     t = L - 1 - np.argmax(nzl[::-1], axis=0)       # top nonzero limb (>= 1 when nonzero)
     t = np.where(anynz, t, 1)
-    hi = limbs[t, cols]
-    lo = limbs[t - 1, cols]
-    V = (hi << _LIMB) | lo                          # < 2**60, at least 31 significant bits
+    V = (limbs[t, cols] << _LIMB) | limbs[t - 1, cols]     # < 2**60
     cnt = np.cumsum(nzl, axis=0)
     sticky = np.where(t >= 2, cnt[np.maximum(t - 2, 0), cols] > 0, False)
-    bl = np.frexp(hi.astype(np.float64))[1].astype(np.int64)   # bit length of hi (< 2**30)
     vbase = base + (t - 1) * _LIMB                  # exponent of V's bit 0
-    msb = vbase + _LIMB + bl - 1
-    r = np.maximum(msb - 23, -149)
-    shift = np.minimum(r - vbase, 61)               # >= 7; 61 means "all of V below half"
-    q = V >> shift
-    rem = V & ((np.int64(1) << shift) - 1)
-    half = np.int64(1) << (shift - 1)
-    up = (rem > half) | ((rem == half) & (sticky | ((q & 1) == 1)))
-    q = q + up
-    r = vbase + shift
-    carry = q >= (1 << 24)
-    q = np.where(carry, q >> 1, q)
-    r = np.where(carry, r + 1, r)
-    normal = q >= (1 << 23)
-    biased = r + 150
-    word = np.where(normal, (biased << 23) | (q & 0x7FFFFF), q)
-    word = np.where(normal & (biased >= 255), 0x7F800000, word)
-    word = np.where(neg, word | (1 << 31), word)
-    word = np.where(anynz, word, 0)
-    return word.astype(np.uint32)
+    return _round_mag(V, vbase, sticky, neg, anynz)
 
 
 def _normalize(limbs):
@@ -265,7 +317,7 @@ def accumulate(acc, P, E, nan):
     ----------
     acc : uint32 array (C,)
         FP32 words before the step (+0 for a ``first`` step).
-    P, E : int64 arrays (C, T)
+    P, E : int64 arrays (C, T), or lists of T arrays (C,)
         The step's exact terms (see :func:`step_terms`).
     nan : bool array (C,)
         Whether the step holds a NaN scale.
@@ -277,9 +329,12 @@ def accumulate(acc, P, E, nan):
     """
     acc = np.asarray(acc, dtype=np.uint32)
     sig, exp = _f32_terms(acc)
-    P = np.concatenate([sig[:, None], np.asarray(P, dtype=np.int64)], axis=1)
-    E = np.concatenate([exp[:, None], np.asarray(E, dtype=np.int64)], axis=1)
-    out = round_terms(P, E)
+    if isinstance(P, (list, tuple)):                    # column lists (gemm)
+        Ps, Es = [sig] + list(P), [exp] + list(E)
+    else:
+        Ps = [sig] + list(np.asarray(P, dtype=np.int64).T)
+        Es = [exp] + list(np.asarray(E, dtype=np.int64).T)
+    out = _round_cols(Ps, Es, len(acc))
     mag = acc & 0x7FFFFFFF
     is_inf = mag == 0x7F800000
     is_nan = (mag > 0x7F800000) | np.asarray(nan, dtype=bool)
@@ -843,8 +898,8 @@ def gemm(a_qt, w_qt, r=None, *, scaled=False, row_chunk=None):
                     Pl.append(s * rsig[ms, k, b][:, None] * wsig[:, k, b][None, :])
                     El.append(rexp[ms, k, b][:, None] + wexp[:, k, b][None, :])
                 nan = nan | rnan[ms, k].any(-1)[:, None]
-            P = np.stack([p.reshape(-1) for p in Pl], -1)
-            E = np.stack([np.broadcast_to(e, (mc, N)).reshape(-1) for e in El], -1)
+            P = [p.reshape(-1) for p in Pl]
+            E = [np.broadcast_to(e, (mc, N)).reshape(-1) for e in El]
             nan = np.broadcast_to(nan, (mc, N)).reshape(-1)
             acc = accumulate(acc, P, E, nan)
         out[ms] = acc.reshape(mc, N)

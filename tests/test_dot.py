@@ -179,8 +179,16 @@ def _terms_value(p, e):
     return sum((F(int(x)) * F(2) ** int(y) for x, y in zip(p, e)), F(0))
 
 
+@pytest.fixture(params=["auto", "limbs"])
+def kernel_path(request, monkeypatch):
+    """Run a test with the one-int64 fast path allowed, and with every row on the limbs."""
+    if request.param == "limbs":
+        monkeypatch.setattr(dot, "_FAST_BITS", -10 ** 6)
+    return request.param
+
+
 @pytest.mark.parametrize("seed", range(4))
-def test_round_terms_random_wide(seed):
+def test_round_terms_random_wide(seed, kernel_path):
     rng = np.random.default_rng(seed)
     C, T = 400, 5
     P = rng.integers(-(1 << 40), 1 << 40, (C, T)) >> rng.integers(0, 40, (C, T))
@@ -200,7 +208,7 @@ def test_round_terms_random_wide(seed):
         assert dot._round_terms_scalar(list(zip(P[c].tolist(), E[c].tolist()))) == want
 
 
-def test_round_terms_near_boundaries():
+def test_round_terms_near_boundaries(kernel_path):
     # every term combination around ties, subnormals, the overflow threshold, 2**62 pieces
     cases = [
         ([1, 1], [0, -24]),                          # 1 + half ulp: tie -> 1
@@ -236,7 +244,7 @@ FMTS = [("hif4", "none"), ("hif4", "2:4"), ("hif4", "dense"), ("mxfp4", "none"),
 
 @pytest.mark.parametrize("fmt,residual", FMTS)
 @pytest.mark.parametrize("scales", ["uniform", "narrow"])
-def test_random_streams(fmt, residual, scales):
+def test_random_streams(fmt, residual, scales, kernel_path):
     rng = np.random.default_rng(hash((fmt, residual, scales)) & 0xFFFF)
     st = dot.random_steps(fmt, 300, rng, residual, scales=scales, nan_prob=0.02)
     check(fmt, st, residual)
