@@ -18,6 +18,17 @@ def bits_equal(a, b):
     return np.array_equal(a.view(ui)[~na], b.view(ui)[~nb])
 
 
+def values_equal(a, b):
+    """Same dtype and shape, equal values, NaN where the other is NaN; the sign of a zero is
+    not compared (re-quantizing -0.0 gives +0.0 by the spec's sign rule)."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    a, b = a.astype(np.float64), b.astype(np.float64)
+    na, nb = np.isnan(a), np.isnan(b)
+    return bool(np.array_equal(na, nb) and np.array_equal(a[~na], b[~nb]))
+
+
 def first_difference(a, b):
     a, b = np.asarray(a).ravel(), np.asarray(b).ravel()
     ui = {2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize]

@@ -154,7 +154,7 @@ def encode_bf16(x):
     the spec's sign rule on top.
     """
     q = bf16_round(x)
-    with np.errstate(over="ignore", invalid="ignore"):
+    with np.errstate(over="ignore", invalid="ignore"):  # NaN lanes are replaced below
         bits = (q.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
     return np.where(np.isnan(q), np.uint16(0x7FC0), bits)
 
@@ -162,7 +162,8 @@ def encode_bf16(x):
 def decode_bf16(code):
     """float64 value of BF16 bits."""
     code = np.asarray(code).astype(np.uint32)
-    return (code << 16).view(np.float32).astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        return (code << 16).view(np.float32).astype(np.float64)
 
 
 # --------------------------------------------------------------------------- encoders
@@ -223,14 +224,15 @@ def encode_e6m2(sf):
     Returns the uint8 code; NaN gives 0xFF.
     """
     sf = np.asarray(sf, dtype=np.float64)
+    nan = np.isnan(sf)
     with np.errstate(invalid="ignore"):
-        c = np.clip(sf, 2.0 ** -48, 49152.0)
+        c = np.clip(np.where(nan, 1.0, sf), 2.0 ** -48, 49152.0)
         e = exp2floor(c)
         s = np.ldexp(np.rint(np.ldexp(c, 2 - e)), e - 2)
         e2 = exp2floor(s)
         m = np.ldexp(s, 2 - e2).astype(np.int64) - 4
     code = ((e2 + 48) << 2) | m
-    return np.where(np.isnan(sf), 255, code).astype(np.uint8)
+    return np.where(nan, 255, code).astype(np.uint8)
 
 
 def _bf16_reciprocals():

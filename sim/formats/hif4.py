@@ -1,7 +1,31 @@
 """HiF4 (HiFloat4), spec section 2: 64 elements, E6M2 + 8 L2 bits + 16 L3 bits + S1P2.
 
-Group-level functions take a 2-D array ``(G, 64)`` of groups and return fields with a leading
-``G``; :mod:`sim.formats.tensor` does the reshaping, padding and chunking.
+Group-level functions take a 2-D array ``(G, 64)`` of groups; :mod:`sim.formats.tensor`
+does the reshaping, padding and chunking.
+
+How the fast kernel stays equal to the spec's steps (``tests/test_formats_spec.py`` checks
+it against a plain per-group transcription, bit for bit):
+
+* Layout. A chunk of groups is transposed to ``(4, 16, G)`` (element in micro-group,
+  micro-group, group) so that every per-group and per-micro-group quantity is a contiguous
+  row of length G and every element operation is a long contiguous loop.
+* Steps 2-4. The E6M2 code is a non-decreasing function of Vmax (a product by a positive
+  constant, BF16 RNE, a clip and an E6M2 RNE are each monotone), so it equals the number of
+  thresholds ``_SCALE_THRESHOLDS[c] = min{v : code(v) > c}`` not above Vmax. The thresholds
+  are found once by bisection over float64 bit patterns with the plain step 2-3 code and
+  checked at import (``code(t) = c + 1`` and ``code(prev(t)) = c``). REC = BF16(1/S) is a
+  table over the code.
+* Steps 5-6. b is ``V8 * REC >= 4`` as written. ``(V16 * REC) * 2^-b >= 2`` equals
+  ``V16 * REC >= 2^(1+b)``: scaling by 2^-b is exact unless the product is subnormal,
+  where both sides are false.
+* Step 7. ``(a * REC) * 2^(2-b-c)`` equals ``a * (REC * 2^(2-b-c))``: the power of two only
+  moves the exponent, so both round the same real product the same way unless ``a * REC``
+  is subnormal, where y < 2^-1020 and k = 0 either way. For float32 (and narrower) inputs
+  the product is exact (24 + 8 bits). Then ``t = y + 0.5``, floor and min 7 in float64,
+  exactly as written.
+* Dequantization ``k * S * 2^(b+c) / 4`` is exact in float64 and in float32 (6 significant
+  bits, magnitudes 2^-50..2^19), so float32 outputs are computed in float32 directly.
+* Step 8 / sign rule: the sign is copied from ``x + 0.0`` (which turns -0.0 into +0.0).
 """
 
 import numpy as np
@@ -13,41 +37,115 @@ SPEC = FORMATS["hif4"]
 NAN_SCALE = SPEC.nan_scale_code
 
 
-def _scales(a):
-    """Steps 1-6 on a = |x| as float64 (G, 64): returns V16, scale codes, REC, b, c."""
-    g = a.shape[0]
-    v16 = a.reshape(g, 16, 4).max(axis=-1)
-    v8 = v16.reshape(g, 8, 2).max(axis=-1)
-    vmax = v8.max(axis=-1)
+def scale_code_plain(vmax):
+    """Steps 2-3 as written: E6M2 code of SF = BF16(Vmax * BF16(1/7)) (clipped)."""
+    with np.errstate(over="ignore"):
+        return encode_e6m2(bf16_round(np.asarray(vmax, dtype=np.float64)
+                                      * HIF4_BF16_ONE_SEVENTH))
+
+
+def _scale_thresholds():
+    target = np.arange(1, 255)
+    lo = np.zeros(254, dtype=np.int64)                        # bits of +0.0
+    hi = np.full(254, np.float64(1e300).view(np.int64))       # code 254 well before this
+    for _ in range(64):
+        mid = lo + (hi - lo) // 2
+        ge = scale_code_plain(mid.view(np.float64)) >= target
+        hi = np.where(ge, mid, hi)
+        lo = np.where(ge, lo, mid)
+    thr = hi.view(np.float64)
+    assert np.array_equal(scale_code_plain(thr), target)
+    assert np.array_equal(scale_code_plain(np.nextafter(thr, 0.0)), target - 1)
+    return thr
+
+
+#: ``_SCALE_THRESHOLDS[c]``: the least float64 Vmax whose E6M2 code exceeds c.
+_SCALE_THRESHOLDS = _scale_thresholds()
+# Per (code, shift = b + c): multiplier REC * 2^(2 - shift) and dequantization unit
+# S * 2^shift / 4, indexed by 3 * code + shift. Code 255 (NaN) gives NaN.
+_M_TABLE = (HIF4_REC[:, None] * np.array([4.0, 2.0, 1.0])).ravel()
+_D_TABLE = (E6M2_VALUES[:, None] * np.array([0.25, 0.5, 1.0])).ravel()
+
+
+def scale_codes(vmax):
+    """E6M2 codes of group maxima (any float array; NaN/Inf give 0xFF)."""
+    vmax = np.asarray(vmax)
+    code = np.searchsorted(_SCALE_THRESHOLDS, vmax, side="right").astype(np.uint8)
+    return np.where(np.isfinite(vmax), code, np.uint8(NAN_SCALE))
+
+
+def _kernel(x):
+    """Steps 1-7 on a chunk ``x`` (G, 64) of float32 or float64.
+
+    Returns ``(xt, k, code, b, sh, bad)``: ``xt`` the input transposed to (4, 16, G) with
+    -0.0 turned into +0.0, ``k`` (4, 16, G) float64 holding k_i, ``code`` (G,) intp E6M2
+    codes (garbage for NaN groups), ``b`` (8, G) bool, ``sh`` (16, G) b + c, ``bad`` (G,)
+    NaN/Inf groups.
+    """
+    g = x.shape[0]
+    xt = np.empty((4, 16, g), dtype=x.dtype)
+    np.add(x.reshape(g, 16, 4).transpose(2, 1, 0), x.dtype.type(0), out=xt)
+    a = np.abs(xt)
+    v16 = np.maximum(np.maximum(a[0], a[1]), np.maximum(a[2], a[3]))         # (16, G)
+    v8 = np.maximum(v16[0::2], v16[1::2])                                      # (8, G)
+    v4 = np.maximum(v8[0::2], v8[1::2])
+    v2 = np.maximum(v4[0::2], v4[1::2])
+    vmax = np.maximum(v2[0], v2[1])
+    code = np.searchsorted(_SCALE_THRESHOLDS, vmax, side="right")
     bad = ~np.isfinite(vmax)
-    vmax = np.where(bad, 0.0, vmax)
-    sf = bf16_round(vmax * HIF4_BF16_ONE_SEVENTH)             # step 2
-    scale = encode_e6m2(sf)                                   # step 3
-    rec = HIF4_REC[scale]                                     # step 4
-    b = (np.where(bad[:, None], 0.0, v8) * rec[:, None] >= 4).astype(np.uint8)    # step 5
-    v16r = np.where(bad[:, None], 0.0, v16) * rec[:, None]
-    c = (np.ldexp(v16r, -np.repeat(b, 2, axis=1).astype(np.int32)) >= 2).astype(np.uint8)
-    scale[bad] = NAN_SCALE
-    b[bad] = 0
-    c[bad] = 0
-    return scale, rec, b, c, bad
+    rec = HIF4_REC[code]
+    b = v8 * rec >= 4.0                                                         # step 5
+    v16r = (v16 * rec).reshape(8, 2, g)
+    c = v16r >= np.where(b, 4.0, 2.0)[:, None, :]                              # step 6
+    sh = (c.view(np.int8) + b.view(np.int8)[:, None, :]).reshape(16, g)
+    idx = sh + 3 * code
+    k = np.multiply(a, np.take(_M_TABLE, idx), dtype=np.float64)               # step 7
+    k += 0.5
+    np.floor(k, out=k)
+    np.minimum(k, 7.0, out=k)
+    return xt, k, code, b, sh, idx, bad
+
+
+def _as_kernel_input(x):
+    return x if x.dtype in (np.float32, np.float64) else x.astype(np.float32)
+
+
+def fake_quantize_groups(x, out):
+    """Write the dequantized HiF4 values of groups ``x`` (G, 64) into ``out`` (G, 64), any
+    supported dtype, each exact value rounded once to ``out.dtype``."""
+    x = _as_kernel_input(x)
+    g = x.shape[0]
+    with np.errstate(invalid="ignore", over="ignore"):
+        xt, k, code, b, sh, idx, bad = _kernel(x)
+        vt = np.multiply(k, np.take(_D_TABLE, idx), dtype=x.dtype)
+        np.copysign(vt, xt, out=vt)
+    if bad.any():
+        vt[:, :, bad] = np.nan
+    dst = out.reshape(g, 16, 4).transpose(2, 1, 0)
+    if out.dtype == vt.dtype or out.dtype in (np.float16, np.float32, np.float64):
+        np.copyto(dst, vt, casting="unsafe")          # exact value -> one RNE rounding
+    else:                                             # bfloat16: ml_dtypes RNE from float32
+        np.copyto(dst, vt.astype(out.dtype))
 
 
 def quantize_groups(x):
     """Quantize groups ``x`` (G, 64) of any float dtype; returns the HiF4 fields."""
+    x = _as_kernel_input(x)
     g = x.shape[0]
-    x = x.astype(np.float64)
-    a = np.abs(x)
     with np.errstate(invalid="ignore", over="ignore"):
-        scale, rec, b, c, bad = _scales(a)
-        shift = 2 - (np.repeat(b, 2, axis=1) + c).astype(np.int32)       # (G, 16)
-        y = np.ldexp((a * rec[:, None]).reshape(g, 16, 4), shift[:, :, None])   # step 7
-        t = y + 0.5
-        k = np.minimum(np.floor(t), 7.0).reshape(g, 64)
-    k = np.where(bad[:, None] | ~np.isfinite(k), 0.0, k).astype(np.uint8)
-    s = (x < 0) & ~bad[:, None]                                            # step 8
-    elem = k | (s.astype(np.uint8) << 3)
-    return {"elem": elem, "l3": c, "l2": b, "scale": scale}
+        xt, k, code, b, sh, idx, bad = _kernel(x)
+        k = np.where(bad, 0.0, k).astype(np.uint8)
+    s = (xt < 0).view(np.uint8) << 3
+    elem = np.ascontiguousarray((k | s).transpose(2, 1, 0)).reshape(g, 64)
+    l2 = b.T.astype(np.uint8)
+    l3 = (sh.T - np.repeat(l2, 2, axis=1)).astype(np.uint8)
+    scale = code.astype(np.uint8)
+    if bad.any():
+        elem[bad] = 0
+        l2[bad] = 0
+        l3[bad] = 0
+        scale[bad] = NAN_SCALE
+    return {"elem": elem, "l3": l3, "l2": l2, "scale": scale}
 
 
 def dequantize_groups(fields):
