@@ -57,7 +57,8 @@ __all__ = [
 #: Formats with a dot-product unit, and the blocks one 64-element step holds.
 FORMATS_DOT = {"hif4": 1, "mxfp4": 2, "nvfp4": 4}
 #: Residual kinds a unit accepts, per format.
-RESIDUALS = {"hif4": ("none", "2:4", "dense"), "mxfp4": ("none", "2:4", "dense"), "nvfp4": ("none",)}
+RESIDUALS = {"hif4": ("none", "2:4", "dense"), "mxfp4": ("none", "2:4", "dense"),
+             "nvfp4": ("none",)}
 #: The FP32 word a unit emits for NaN.
 NAN_WORD = 0x7FC00000
 

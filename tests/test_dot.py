@@ -477,7 +477,7 @@ def test_step_value_matches_reference():
 # Step packing
 
 
-def _bits_of(fields, layout, count_blocks=1):
+def _bits_of(fields, layout):
     """Spec-layout int built bit by bit from the format table's FieldLayouts."""
     word = 0
     for f in layout:

@@ -42,8 +42,10 @@ def register(subparsers):
     p.add_argument("--format", "-f", metavar="F",
                    help=f"format: one of {', '.join(FORMAT_NAMES)} (needed unless --compare)")
     p.add_argument("--input", "-i", metavar="X.npy",
-                   help="input array saved with numpy.save (float16, bfloat16, float32, "
-                        "float64, or integers)")
+                   help="input array saved with numpy.save: float16, float32, float64 or "
+                        "integers (converted to float64); numpy.save writes bfloat16 as raw "
+                        "2-byte records that cannot be told apart, so save bfloat16 data as "
+                        "float32 (exact)")
     p.add_argument("--axis", "-a", type=int, default=-1, metavar="A",
                    help="quantization (reduction) axis; negative counts from the end "
                         "(default -1)")
