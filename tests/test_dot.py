@@ -558,3 +558,41 @@ def test_run_steps_through_packed_ints():
     got = run_steps("hif4", a, w, st["first"], st["last"], r, "2:4")
     want = run_steps("hif4", st["a"], st["w"], st["first"], st["last"], st["r"], "2:4")
     assert np.array_equal(got, want)
+
+
+# ------------------------------------------------------------------------------------------
+# The named stimulus library (sim.stimulus) that the RTL benches replay
+
+
+NAMED = [("hif4", "none"), ("hif4", "2:4"), ("hif4", "dense"), ("mxfp4", "none"),
+         ("mxfp4", "dense"), ("nvfp4", "none")]
+
+
+@pytest.mark.parametrize("fmt,residual", NAMED)
+def test_named_streams(fmt, residual):
+    from sim.stimulus import named_streams
+
+    streams = named_streams(fmt, residual)
+    assert len({s["name"] for s in streams}) == len(streams) >= 4
+    for s in streams:
+        got = check(fmt, s, residual)
+        for i, word in s["expect"].items():
+            assert got[i] == word, (s["name"], i, hex(int(got[i])), hex(word))
+        # and the packed form the benches drive
+        a = unpack_steps(fmt, pack_steps(fmt, s["a"]))
+        w = unpack_steps(fmt, pack_steps(fmt, s["w"]))
+        r = None
+        if residual != "none":
+            layout = "2:4" if residual == "2:4" else fmt
+            r = unpack_steps(layout, pack_steps(layout, s["r"]))
+        assert np.array_equal(run_steps(fmt, a, w, s["first"], s["last"], r, residual), got)
+    names = {s["name"] for s in streams}
+    if fmt == "mxfp4":
+        assert {"overflow_tie_to_inf_stays_then_nan", "signed_zeros",
+                "subnormal_ties"} <= names
+        sub = next(s for s in streams if s["name"] == "subnormal_sums")
+        words = run_steps(fmt, sub["a"], sub["w"], sub["first"], sub["last"], sub["r"],
+                          residual)
+        assert ((words & 0x7F800000) == 0).all() and (words & 0x7FFFFFFF).all()
+    if residual != "none":
+        assert "residual_survives_cancellation" in names
