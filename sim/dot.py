@@ -712,14 +712,68 @@ def unpack_steps(fmt, words):
     return _unpack_array(fmt, np.frombuffer(data, dtype=np.uint8).reshape(len(words), n))
 
 
+def _scalar_layouts():
+    """field -> (shape, width, bit position of every item, C order) for one packed step."""
+    hif4 = {"elem": ((64,), 4, [4 * i for i in range(64)]),
+            "l3": ((16,), 1, [256 + j for j in range(16)]),
+            "l2": ((8,), 1, [272 + g for g in range(8)]),
+            "scale": ((), 8, [280])}
+    r24 = {"elem": ((32,), 4, [4 * j for j in range(32)]),
+           "pos": ((32,), 2, [128 + 2 * j for j in range(32)]),
+           "l3": ((16,), 1, [192 + j for j in range(16)]),
+           "l2": ((8,), 1, [208 + g for g in range(8)]),
+           "scale": ((), 8, [216])}
+    out = {"hif4": hif4, "2:4": r24}
+    for fmt, nblk, block_bits in (("mxfp4", 2, 136), ("nvfp4", 4, 72)):
+        n = 64 // nblk
+        out[fmt] = {"elem": ((nblk, n), 4, [b * block_bits + 4 * i for b in range(nblk)
+                                            for i in range(n)]),
+                    "scale": ((nblk,), 8, [b * block_bits + 4 * n for b in range(nblk)])}
+    return out
+
+
+_SCALAR = _scalar_layouts()
+
+
 def pack_step(fmt, fields):
-    """One step's fields (no step dimension) -> Python int in the spec's packed layout."""
-    return pack_steps(fmt, {k: np.asarray(v)[None] for k, v in fields.items()})[0]
+    """One step's fields (no step dimension) -> Python int in the spec's packed layout.
+
+    The single-step twin of :func:`pack_steps` (same layouts), in plain Python ints.
+    """
+    if fmt == "mxfp4-2:4":
+        return pack_steps(fmt, {k: np.asarray(v)[None] for k, v in fields.items()})[0]
+    fmt = _packfmt(fmt)
+    word = 0
+    for name, (shape, width, where) in _SCALAR[fmt].items():
+        try:
+            v = np.asarray(fields[name])
+        except KeyError:
+            raise ValueError(f"step fields for {fmt} need {name!r} (have {sorted(fields)})") \
+                from None
+        if v.shape != shape:
+            raise ValueError(f"step field {name!r} for {fmt} must have shape {shape}, "
+                             f"not {v.shape}")
+        items = v.reshape(-1).tolist()
+        if max(items) >= 1 << width or min(items) < 0 or v.dtype.kind not in "uib":
+            raise ValueError(f"field {name!r} holds values outside 0..{(1 << width) - 1}")
+        for x, p in zip(items, where):
+            word |= x << p
+    return word
 
 
 def unpack_step(fmt, word):
     """Python int -> one step's fields (no step dimension)."""
-    return {k: v[0] for k, v in unpack_steps(fmt, [word]).items()}
+    if fmt == "mxfp4-2:4":
+        return {k: v[0] for k, v in unpack_steps(fmt, [word]).items()}
+    n = step_bytes(fmt)
+    word = int(word)
+    if not 0 <= word < 1 << (8 * n):
+        raise ValueError(f"a packed {fmt} step is a non-negative int of at most {8 * n} bits")
+    out = {}
+    for name, (shape, width, where) in _SCALAR[_packfmt(fmt)].items():
+        mask = (1 << width) - 1
+        out[name] = np.array([(word >> p) & mask for p in where], dtype=np.uint8).reshape(shape)
+    return out
 
 
 # ---------------------------------------------------------------------------------------

@@ -540,6 +540,16 @@ def test_pack_rejects_bad_fields():
         pack_steps("hif4", f)
     with pytest.raises(ValueError, match="at most 224 bits"):
         unpack_steps("2:4", [1 << 224])
+    with pytest.raises(ValueError, match="at most 224 bits"):
+        unpack_step("2:4", 1 << 224)
+    one = {k: v[0] for k, v in f.items()}
+    with pytest.raises(ValueError, match="'l3' holds values outside 0..1"):
+        pack_step("hif4", one)
+    one["l3"] = one["l3"][:8]
+    with pytest.raises(ValueError, match="must have shape"):
+        pack_step("hif4", one)
+    with pytest.raises(ValueError, match="need 'pos'"):
+        pack_step("2:4", {k: v[0] for k, v in f.items()})
     with pytest.raises(ValueError, match="Step layout"):
         pack_steps("fp8", f)
     with pytest.raises(ValueError, match="shape"):
