@@ -548,7 +548,7 @@ def test_pack_rejects_bad_fields():
     one["l3"] = one["l3"][:8]
     with pytest.raises(ValueError, match="must have shape"):
         pack_step("hif4", one)
-    with pytest.raises(ValueError, match="need 'pos'"):
+    with pytest.raises(ValueError, match=r"for 2:4 must have shape \(32,\)"):
         pack_step("2:4", {k: v[0] for k, v in f.items()})
     with pytest.raises(ValueError, match="Step layout"):
         pack_steps("fp8", f)
