@@ -55,12 +55,12 @@ class Settings:
     prompts: int = 16
     group: int = 8
     lr: float = 1e-4
-    epochs: int = 2
+    epochs: int = 1
     minibatches: int = 2
     clip_eps: float = 0.2
     tis_cap: float = 5.0
     eval_n: int = 256
-    eval_every: int = 5
+    eval_every: int = 10
 
 
 QUICK = Settings(warmup_steps=250, steps=3, prompts=8, group=4, epochs=1, minibatches=1,
