@@ -606,3 +606,14 @@ def test_named_streams(fmt, residual):
         assert ((words & 0x7F800000) == 0).all() and (words & 0x7FFFFFFF).all()
     if residual != "none":
         assert "residual_survives_cancellation" in names
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt,residual", FMTS)
+def test_random_streams_long(fmt, residual):
+    # 4000 steps per kind and scale spread against the Fraction reference (-m slow)
+    for scales in ("uniform", "narrow"):
+        rng = np.random.default_rng(1000 + FMTS.index((fmt, residual)))
+        st = dot.random_steps(fmt, 4000, rng, residual, scales=scales, nan_prob=0.005,
+                              first_prob=0.05)
+        check(fmt, st, residual)

@@ -138,13 +138,31 @@ assert np.all(np.diff(_HIF8_POS_VALUES) > 0)
 
 # --------------------------------------------------------------------------- BF16
 
+def round_float_fast(a, man_bits, emin, emax):
+    """RNE of a >= 0 (float64 array) to a float type with ``man_bits`` fraction bits,
+    subnormals below 2**emin and overflow to Inf at 2**(emax+1); NaN stays NaN.
+
+    Add-and-subtract rounding: with u = 2^(max(exp2floor(a), emin) - man_bits) the constant
+    C = 1.5 * 2^52 * u puts a + C in the binade [2^52 u, 2^53 u) whose ulp is u, so
+    fl(a + C) - C is a rounded RNE to a multiple of u (C / u is even). ``a`` is first
+    clamped to 2^(emax+2) so that C stays finite; such values round to Inf anyway.
+    """
+    a = np.minimum(np.asarray(a, dtype=np.float64), 2.0 ** (emax + 2))
+    c = pow2_floor(a)
+    np.maximum(c, 2.0 ** emin, out=c)
+    c *= 1.5 * 2.0 ** (52 - man_bits)
+    q = np.add(a, c)
+    q -= c
+    q[q >= 2.0 ** (emax + 1)] = np.inf
+    return q
+
+
 def bf16_round(x):
     """BF16(x) as an exact float64: RNE to 8 significant bits, gradual underflow (ulp 2^-133
     below 2^-126), overflow to +-Inf; NaN stays NaN."""
     x = np.asarray(x, dtype=np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
-        q = np.copysign(round_float(np.abs(x), 7, -126), x)
-        return np.where(np.abs(q) >= 2.0 ** 128, np.copysign(np.inf, x), q)
+        return np.copysign(round_float_fast(np.abs(x), 7, -126, 127), x)
 
 
 def encode_bf16(x):
@@ -183,6 +201,56 @@ def e2m1_round(a):
     with np.errstate(invalid="ignore"):
         q = np.minimum(round_float(a, 1, 0), 6.0)
     return np.where(np.isnan(q), 0.0, q)
+
+
+_EXP_MASK = np.uint64(0x7FF0000000000000)
+
+
+def pow2_floor(a):
+    """2**exp2floor(a) for normal float64 a > 0 from the exponent bits (0.0 for zero and
+    subnormals, Inf for Inf/NaN); ``a`` must be a float64 array."""
+    a = np.ascontiguousarray(a, dtype=np.float64)
+    return (a.view(np.uint64) & _EXP_MASK).view(np.float64)
+
+
+def e2m1_round_fast(v):
+    """Same as :func:`e2m1_round` for 0 <= v < 2**50 (float64), by the add-and-subtract
+    rounding: with the grid spacing u (0.5 below 2, 1 below 4, else 2), C = 1.5 * 2**52 * u
+    puts v + C in a binade whose ulp is u, so fl(v + C) - C is v rounded RNE to a multiple
+    of u (C / u is even, so ties go to the even multiple), then saturate at 6."""
+    c = pow2_floor(v)
+    np.clip(c, 1.0, 4.0, out=c)
+    c *= 0.75 * 2.0 ** 52
+    q = np.add(v, c)
+    q -= c
+    return np.minimum(q, 6.0, out=q)
+
+
+def e4m3_round_fast(v):
+    """RNE of 0 <= v <= 448 (float64) onto the E4M3 magnitudes (add-and-subtract rounding
+    with u = max(2^exp2floor(v), 2^-6) / 8, as in :func:`e2m1_round_fast`)."""
+    c = pow2_floor(v)
+    np.maximum(c, 2.0 ** -6, out=c)
+    c *= 1.5 * 2.0 ** 49
+    q = np.add(v, c)
+    q -= c
+    return q
+
+
+def e4m3_code_of_magnitude(q):
+    """E4M3 code (uint8, sign 0) of an E4M3 magnitude q <= 448 (float64 array)."""
+    q = np.ascontiguousarray(q, dtype=np.float64)
+    bits = q.view(np.uint64)
+    field = (bits >> np.uint64(52)).astype(np.int64)
+    normal = ((field - 1023 + 7) << 3) | ((bits >> np.uint64(49)) & np.uint64(7)).astype(
+        np.int64)
+    sub = (q * 512.0).astype(np.int64)
+    return np.where(q < 2.0 ** -6, sub, normal).astype(np.uint8)
+
+
+def e2m1_code_of_magnitude(q):
+    """E2M1 code (uint8, sign 0) of an E2M1 magnitude q (float array)."""
+    return np.take(_E2M1_CODE_OF_2Q, (2 * q).astype(np.intp))
 
 
 def encode_e2m1(v):
@@ -247,20 +315,30 @@ HIF4_REC = _bf16_reciprocals()
 HIF4_REC.flags.writeable = False
 
 
+# HiF8 mantissa width w for E = -22..16 (E >= 16 overflows anyway).
+_HIF8_W = np.array([0 if e < -15 else 3 if abs(e) <= 3 else 2 if abs(e) <= 7 else 1
+                    for e in range(-22, 17)], dtype=np.int64)
+
+
 def hif8_round(a):
-    """Spec section 5 rounding of a >= 0 (float64) to a HiF8 magnitude (float64; Inf above
-    the range, 0 below it; NaN stays NaN)."""
-    a = np.asarray(a, dtype=np.float64)
+    """Spec section 5 rounding of a >= 0 (float64): the HiF8 magnitude (Inf at and above
+    40960, 0 below 2^-23, NaN stays NaN). E = exp2floor(a) comes from the exponent bits
+    (E = -23 counts as -22), the powers of two are built from bits, and
+    ``floor(a * 2^(w-E) + 0.5) * 2^(E-w)`` is evaluated as written."""
+    a = np.ascontiguousarray(a, dtype=np.float64)
+    e = (a.view(np.uint64) >> np.uint64(52)).astype(np.int64) - 1023
+    np.clip(e, -22, 16, out=e)
+    shift = np.take(_HIF8_W, e + 22) - e
+    up = ((1023 + shift) << 52).view(np.float64)
+    down = ((1023 - shift) << 52).view(np.float64)
     with np.errstate(invalid="ignore", over="ignore"):
-        e = np.maximum(exp2floor(a), -22)
-        ae = np.abs(e)
-        w = np.where(ae <= 3, 3, np.where(ae <= 7, 2, np.where(ae <= 15, 1, 0)))
-        w = np.where(e < -15, 0, w)
-        shift = w - e
-        q = np.ldexp(np.floor(np.ldexp(a, shift) + 0.5), -shift)
-        q = np.where(a >= HIF8_OVERFLOW, np.inf, q)
-        q = np.where(a < 2.0 ** -23, 0.0, q)
-        return np.where(np.isnan(a), np.nan, q)
+        q = a * up
+        q += 0.5
+        np.floor(q, out=q)
+        q *= down
+        np.copyto(q, np.inf, where=a >= HIF8_OVERFLOW)
+        np.copyto(q, 0.0, where=a < 2.0 ** -23)
+    return q
 
 
 def encode_hif8(x):

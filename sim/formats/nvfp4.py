@@ -1,8 +1,16 @@
-"""NVFP4, spec section 4: 16 E2M1 elements, one UE4M3 scale, one FP32 scale T per tensor."""
+"""NVFP4, spec section 4: 16 E2M1 elements, one UE4M3 scale, one FP32 scale T per tensor.
+
+The kernel works on a chunk transposed to (16, G). The block scale is
+RNE_E4M3(min(amax / 6 / T, 448)) with the two float64 divisions as written; elements are
+``a / (T * s)`` (one float64 division; a zero scale divides by +Inf, giving 0) rounded by
+:func:`~sim.formats.codecs.e2m1_round_fast`; dequantized values ``e * (s * T)`` are exact in
+float64 and rounded once to the output dtype.
+"""
 
 import numpy as np
 
-from .codecs import E2M1_VALUES, UE4M3_VALUES, encode_e2m1, encode_ue4m3
+from .codecs import (E2M1_VALUES, UE4M3_VALUES, e2m1_code_of_magnitude, e2m1_round_fast,
+                     e4m3_code_of_magnitude, e4m3_round_fast)
 from .table import FORMATS, NVFP4_TENSOR_SCALE_DIVISOR
 
 SPEC = FORMATS["nvfp4"]
@@ -17,9 +25,8 @@ def tensor_scale(x, enabled=True):
     """
     if not enabled or x.size == 0:
         return np.array(1.0, dtype=np.float32)
-    a = np.abs(np.asarray(x))
-    finite = np.isfinite(a)
-    amax = float(np.max(a, where=finite, initial=0.0))
+    x = np.asarray(x)
+    amax = float(np.max(np.abs(x), where=np.isfinite(x), initial=0.0))
     if amax == 0.0:
         return np.array(1.0, dtype=np.float32)
     with np.errstate(over="ignore"):
@@ -28,25 +35,53 @@ def tensor_scale(x, enabled=True):
     return np.array(t, dtype=np.float32)
 
 
+def _kernel(x, t):
+    """Returns ``(xt, q, s, bad)``: ``xt`` (16, G) input with -0.0 -> +0.0, ``q`` (16, G)
+    E2M1 magnitudes, ``s`` (G,) block scale values (float64), ``bad`` (G,)."""
+    g = x.shape[0]
+    xt = np.empty((16, g), dtype=x.dtype)
+    np.add(x.T, x.dtype.type(0), out=xt)
+    a = np.abs(xt)
+    amax = np.maximum.reduce(a, axis=0).astype(np.float64)
+    bad = ~np.isfinite(amax)
+    amax[bad] = 0.0
+    s = e4m3_round_fast(np.minimum(amax / 6.0 / t, 448.0))
+    d = s * t                                                  # exact
+    d[d == 0] = np.inf                                         # zero scale -> zero elements
+    q = e2m1_round_fast(np.divide(a, d, dtype=np.float64))
+    return xt, q, s, bad
+
+
+def fake_quantize_groups(x, out, t):
+    """Write dequantized NVFP4 values of blocks ``x`` (G, 16) into ``out`` (G, 16)."""
+    if x.dtype not in (np.float32, np.float64):
+        x = x.astype(np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        xt, q, s, bad = _kernel(x, t)
+        v = q * (s * t)                                        # exact in float64
+        np.copysign(v, xt, out=v)
+    if bad.any():
+        v[:, bad] = np.nan
+    if out.dtype.name == "bfloat16":
+        from .codecs import round_to_dtype
+        v = round_to_dtype(v, out.dtype)
+    np.copyto(out.T, v, casting="unsafe")
+
+
 def quantize_groups(x, t):
     """Quantize blocks ``x`` (G, 16) with tensor scale ``t`` (float); returns the fields."""
     t = float(t)
-    x = x.astype(np.float64)
-    a = np.abs(x)
-    amax = a.max(axis=-1)
-    bad = ~np.isfinite(amax)
-    amax = np.where(bad, 0.0, amax)
-    with np.errstate(over="ignore"):
-        scale = encode_ue4m3(np.minimum(amax / 6.0 / t, 448.0))
-    d = UE4M3_VALUES[scale] * t                                   # T * s, exact
-    zero = d == 0
-    with np.errstate(invalid="ignore", divide="ignore"):
-        v = np.where((bad | zero)[:, None], 0.0, a) / np.where(zero, 1.0, d)[:, None]
-    # A zero block scale gives zero magnitudes; the sign rule (x < 0) still applies.
-    elem = encode_e2m1(v) | ((x < 0).astype(np.uint8) << 3)
+    if x.dtype not in (np.float32, np.float64):
+        x = x.astype(np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        xt, q, s, bad = _kernel(x, t)
+        q[:, bad] = 0.0
+    code = e2m1_code_of_magnitude(q) | ((xt < 0).view(np.uint8) << 3)
+    elem = np.ascontiguousarray(code.T)
     elem[bad] = 0
+    scale = e4m3_code_of_magnitude(s)
     scale[bad] = NAN_SCALE
-    return {"elem": elem.astype(np.uint8), "scale": scale}
+    return {"elem": elem, "scale": scale}
 
 
 def dequantize_groups(fields, t):

@@ -299,11 +299,12 @@ def fake_quantize(x, fmt, axis=-1, **options):
     """
     fmt = _check_fmt(fmt)
     options = _check_options(fmt, options)
-    module = _BLOCK_MODULES.get(fmt)
-    if module is None or not hasattr(module, "fake_quantize_groups"):
-        return quantize(x, fmt, axis, **options).dequantize()
     x = _as_input(x)
     axis = _check_axis(axis, x.ndim, fmt)
+    if fmt in _ELEMENT_MODULES:
+        y = _ELEMENT_MODULES[fmt].fake_quantize_elements(x)
+        return y if y.flags.c_contiguous else y.copy(order="C")
+    module = _BLOCK_MODULES[fmt]
     block = FORMATS[fmt].block
     xg, lead, nb = _block_view(x, axis, block)
     out = np.empty(xg.shape, dtype=x.dtype)
