@@ -98,7 +98,7 @@ def error_stats(x, q):
         else:
             snr = 10 * np.log10(sig / noise)
     nz = xs != 0
-    zeroed = float(np.mean(qs[nz] == 0)) if nz.any() else 0.0
+    zeroed = float(np.mean(qs[nz] == 0)) if nz.any() else float("nan")
     return {"count": n, "excluded_in": int((~finite_in).sum()),
             "excluded_out": int((finite_in & ~ok).sum()), "mse": mse, "snr_db": snr,
             "zeroed": zeroed, "max_abs_err": float(np.max(np.abs(err))) if n else float("nan")}
