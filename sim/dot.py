@@ -9,10 +9,14 @@ Exact arithmetic
 A step value is a short sum of *terms* ``P * 2**e`` with a signed integer ``P`` (an integer
 block product sum times the integer significands of the two block scales) and an integer
 exponent ``e``; the accumulator is one more such term (its 24-bit significand). The sum of
-the terms is formed exactly in a multi-limb fixed-point integer (int64 limbs of 30 bits
-spanning every exponent that occurs, from the lowest term bit up to the highest) and rounded
-once to FP32 (:func:`round_terms`). Nothing is ever summed in floating point, so main and
-residual scales any number of binades apart and total cancellation are handled exactly.
+the terms is formed exactly and rounded once to FP32 (:func:`round_terms`): in one int64
+where a row's terms fit a 62-bit window (the common case), otherwise in a multi-limb
+fixed-point integer (int64 limbs of 30 bits spanning every exponent that occurs, from the
+lowest term bit up to the highest). Block product sums are integers below 2**17, exact in
+float32/float64 arithmetic; nothing with a fraction is ever summed in floating point, so main
+and residual scales any number of binades apart and total cancellation are handled exactly.
+Long accumulator chains of :func:`run_steps` are finished step by step on Python ints
+(:func:`_round_terms_scalar`, the kernel's independent twin).
 :func:`run_steps` evaluates the accumulator chain of a stream of steps; :func:`gemm` the same
 for every (row, column) pair of two packed matrices, vectorized over rows and columns.
 

@@ -617,3 +617,27 @@ def test_random_streams_long(fmt, residual):
         st = dot.random_steps(fmt, 4000, rng, residual, scales=scales, nan_prob=0.005,
                               first_prob=0.05)
         check(fmt, st, residual)
+
+
+def test_integer_decode_tables_match_the_codecs():
+    from sim.formats import codecs
+
+    c = np.arange(256)
+    ok = ~dot.E6M2_NAN
+    assert np.array_equal(np.ldexp(dot.E6M2_SIG[ok].astype(float), dot.E6M2_EXP[ok]),
+                          codecs.E6M2_VALUES[ok])
+    assert np.isnan(codecs.E6M2_VALUES[~ok]).all()
+    ok = ~dot.E8M0_NAN
+    assert np.array_equal(np.ldexp(1.0, dot.E8M0_EXP[ok]), codecs.E8M0_VALUES[ok])
+    ok = ~dot.UE4M3_NAN
+    assert np.array_equal(np.ldexp(dot.UE4M3_SIG[ok].astype(float), dot.UE4M3_EXP[ok]),
+                          codecs.E4M3_VALUES[c[ok] & 0x7F])
+    assert np.array_equal(dot.E2M1_INT2 / 2, codecs.E2M1_VALUES)
+    assert np.array_equal(dot.S1P2_INT4 / 4, codecs.S1P2_VALUES)
+    for k in range(256):                                  # and the test's own spec tables
+        assert (E6M2[k] is None) == dot.E6M2_NAN[k]
+        assert (UE4M3[k] is None) == dot.UE4M3_NAN[k]
+        if E6M2[k] is not None:
+            assert E6M2[k] == F(int(dot.E6M2_SIG[k])) * F(2) ** int(dot.E6M2_EXP[k])
+        if UE4M3[k] is not None:
+            assert UE4M3[k] == F(int(dot.UE4M3_SIG[k])) * F(2) ** int(dot.UE4M3_EXP[k])
