@@ -641,3 +641,34 @@ def test_integer_decode_tables_match_the_codecs():
             assert E6M2[k] == F(int(dot.E6M2_SIG[k])) * F(2) ** int(dot.E6M2_EXP[k])
         if UE4M3[k] is not None:
             assert UE4M3[k] == F(int(dot.UE4M3_SIG[k])) * F(2) ** int(dot.UE4M3_EXP[k])
+
+
+def test_round_terms_hypothesis():
+    # boundary-seeking search over term lists (P up to 2**61, exponents over the whole range),
+    # optionally with the first term cancelled exactly or all but its low bits
+    from hypothesis import given, settings, strategies as st
+
+    term = st.tuples(st.integers(-(1 << 61), 1 << 61), st.integers(-500, 300))
+
+    @settings(max_examples=300, deadline=None, derandomize=True)
+    @given(st.lists(term, min_size=1, max_size=5), st.integers(0, 2), st.integers(0, 40))
+    def prop(terms, cancel, shift):
+        p0, e0 = terms[0]
+        if cancel == 1:
+            terms = terms + [(-p0, e0)]
+        elif cancel == 2:
+            terms = terms + [(-(p0 >> shift), e0 + shift)]
+        s = _terms_value([p for p, _ in terms], [e for _, e in terms])
+        want = 0 if s == 0 else rne_f32(s)
+        assert dot._round_terms_scalar(terms) == want
+        P = np.array([[p for p, _ in terms]], dtype=np.int64)
+        E = np.array([[e for _, e in terms]], dtype=np.int64)
+        assert dot.round_terms(P, E)[0] == want
+        old = dot._FAST_BITS
+        dot._FAST_BITS = -10 ** 6                       # every row on the limbs
+        try:
+            assert dot.round_terms(P, E)[0] == want
+        finally:
+            dot._FAST_BITS = old
+
+    prop()
