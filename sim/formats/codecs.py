@@ -34,6 +34,22 @@ __all__ = [
 ]
 
 
+def _c64(a):
+    """``a`` as a C-contiguous float64 array of at least one dimension."""
+    a = np.atleast_1d(np.asarray(a, dtype=np.float64))
+    return a if a.flags.c_contiguous else a.copy(order="C")
+
+
+def _same_shape(fn):
+    """Give ``fn(a, ...)`` results the shape of ``a`` (0-d inputs give 0-d arrays)."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(a, *args, **kwargs):
+        return fn(a, *args, **kwargs).reshape(np.shape(a))
+    return wrapper
+
+
 def exp2floor(v):
     """Exact binary exponent e with 2**e <= v < 2**(e+1), for v > 0 (via ``frexp``).
 
@@ -138,6 +154,7 @@ assert np.all(np.diff(_HIF8_POS_VALUES) > 0)
 
 # --------------------------------------------------------------------------- BF16
 
+@_same_shape
 def round_float_fast(a, man_bits, emin, emax):
     """RNE of a >= 0 (float64 array) to a float type with ``man_bits`` fraction bits,
     subnormals below 2**emin and overflow to Inf at 2**(emax+1); NaN stays NaN.
@@ -147,7 +164,7 @@ def round_float_fast(a, man_bits, emin, emax):
     fl(a + C) - C is a rounded RNE to a multiple of u (C / u is even). ``a`` is first
     clamped to 2^(emax+2) so that C stays finite; such values round to Inf anyway.
     """
-    a = np.minimum(np.asarray(a, dtype=np.float64), 2.0 ** (emax + 2))
+    a = np.minimum(_c64(a), 2.0 ** (emax + 2))
     c = pow2_floor(a)
     np.maximum(c, 2.0 ** emin, out=c)
     c *= 1.5 * 2.0 ** (52 - man_bits)
@@ -206,18 +223,21 @@ def e2m1_round(a):
 _EXP_MASK = np.uint64(0x7FF0000000000000)
 
 
+@_same_shape
 def pow2_floor(a):
     """2**exp2floor(a) for normal float64 a > 0 from the exponent bits (0.0 for zero and
     subnormals, Inf for Inf/NaN); ``a`` must be a float64 array."""
-    a = np.ascontiguousarray(a, dtype=np.float64)
+    a = _c64(a)
     return (a.view(np.uint64) & _EXP_MASK).view(np.float64)
 
 
+@_same_shape
 def e2m1_round_fast(v):
     """Same as :func:`e2m1_round` for 0 <= v < 2**50 (float64), by the add-and-subtract
     rounding: with the grid spacing u (0.5 below 2, 1 below 4, else 2), C = 1.5 * 2**52 * u
     puts v + C in a binade whose ulp is u, so fl(v + C) - C is v rounded RNE to a multiple
     of u (C / u is even, so ties go to the even multiple), then saturate at 6."""
+    v = _c64(v)
     c = pow2_floor(v)
     np.clip(c, 1.0, 4.0, out=c)
     c *= 0.75 * 2.0 ** 52
@@ -226,9 +246,11 @@ def e2m1_round_fast(v):
     return np.minimum(q, 6.0, out=q)
 
 
+@_same_shape
 def e4m3_round_fast(v):
     """RNE of 0 <= v <= 448 (float64) onto the E4M3 magnitudes (add-and-subtract rounding
     with u = max(2^exp2floor(v), 2^-6) / 8, as in :func:`e2m1_round_fast`)."""
+    v = _c64(v)
     c = pow2_floor(v)
     np.maximum(c, 2.0 ** -6, out=c)
     c *= 1.5 * 2.0 ** 49
@@ -237,9 +259,10 @@ def e4m3_round_fast(v):
     return q
 
 
+@_same_shape
 def e4m3_code_of_magnitude(q):
     """E4M3 code (uint8, sign 0) of an E4M3 magnitude q <= 448 (float64 array)."""
-    q = np.ascontiguousarray(q, dtype=np.float64)
+    q = _c64(q)
     bits = q.view(np.uint64)
     field = (bits >> np.uint64(52)).astype(np.int64)
     normal = ((field - 1023 + 7) << 3) | ((bits >> np.uint64(49)) & np.uint64(7)).astype(
@@ -320,12 +343,13 @@ _HIF8_W = np.array([0 if e < -15 else 3 if abs(e) <= 3 else 2 if abs(e) <= 7 els
                     for e in range(-22, 17)], dtype=np.int64)
 
 
+@_same_shape
 def hif8_round(a):
     """Spec section 5 rounding of a >= 0 (float64): the HiF8 magnitude (Inf at and above
     40960, 0 below 2^-23, NaN stays NaN). E = exp2floor(a) comes from the exponent bits
     (E = -23 counts as -22), the powers of two are built from bits, and
     ``floor(a * 2^(w-E) + 0.5) * 2^(E-w)`` is evaluated as written."""
-    a = np.ascontiguousarray(a, dtype=np.float64)
+    a = _c64(a)
     e = (a.view(np.uint64) >> np.uint64(52)).astype(np.int64) - 1023
     np.clip(e, -22, 16, out=e)
     shift = np.take(_HIF8_W, e + 22) - e
