@@ -895,6 +895,13 @@ def _scale_parts(fmt, s):
     return UE4M3_SIG[s & 0xFF], UE4M3_EXP[s & 0xFF] - 1, UE4M3_NAN[s & 0xFF]
 
 
+def _block_sums(x, y):
+    """(M, n) x (N, n) integer-valued float32 -> int64 (M, N) block sums, exact: products
+    are at most 784 and sums below 2**16, so any summation order is exact in float32.
+    (einsum's own loop, not BLAS: a threaded BLAS crawls on a loaded machine.)"""
+    return np.einsum("in,jn->ij", x.astype(np.float32), y, optimize=False).astype(np.int64)
+
+
 def gemm(a_qt, w_qt, r=None, *, scaled=False, row_chunk=None):
     """The FP32 words the unit emits for every (row of A, row of W) pair.
 
@@ -937,7 +944,7 @@ def gemm(a_qt, w_qt, r=None, *, scaled=False, row_chunk=None):
     if row_chunk is None:
         row_chunk = max(1, (1 << 16) // max(N, 1))
     out = np.zeros((M, N), dtype=np.uint32)
-    wif = wi.astype(np.float64)
+    wif = wi.astype(np.float32)
     for m0 in range(0, M, row_chunk):
         ms = slice(m0, min(M, m0 + row_chunk))
         mc = ms.stop - ms.start
@@ -946,14 +953,13 @@ def gemm(a_qt, w_qt, r=None, *, scaled=False, row_chunk=None):
             Pl, El = [], []
             nan = (anan[ms, k].any(-1)[:, None] | wnan[:, k].any(-1)[None, :])
             for b in range(ai.shape[2]):
-                # integer block sums, exact in float64 (|sum| < 2**17)
-                s = (ai[ms, k, b].astype(np.float64) @ wif[:, k, b].T).astype(np.int64)
+                s = _block_sums(ai[ms, k, b], wif[:, k, b])
                 Pl.append(s * asig[ms, k, b][:, None] * wsig[:, k, b][None, :])
                 El.append(aexp[ms, k, b][:, None] + wexp[:, k, b][None, :])
             if rdense is not None:
                 ri, rsig, rexp, rnan = rdense
                 for b in range(ri.shape[2]):
-                    s = (ri[ms, k, b].astype(np.float64) @ wif[:, k, b].T).astype(np.int64)
+                    s = _block_sums(ri[ms, k, b], wif[:, k, b])
                     Pl.append(s * rsig[ms, k, b][:, None] * wsig[:, k, b][None, :])
                     El.append(rexp[ms, k, b][:, None] + wexp[:, k, b][None, :])
                 nan = nan | rnan[ms, k].any(-1)[:, None]
