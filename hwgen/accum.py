@@ -145,23 +145,12 @@ def accum_layout(terms):
 
 
 def _leading_zeros(m, value, width):
-    """Leading-zero count of ``value`` (``width`` bits) as a balanced tree; 0 input: garbage."""
-    size = max(2, 1 << max(width - 1, 0).bit_length())
-    padded = Cat(Const(0, size - width), value) if size > width else value
-    # Level 0: pairs of bits (MSB first); count = 1 bit. Higher levels merge pairs of nodes.
-    nodes = [(padded[size - 1 - k] | padded[size - 2 - k], ~padded[size - 1 - k])
-             for k in range(0, size, 2)]
-    level = 1
-    while len(nodes) > 1:
-        merged = []
-        for k in range(0, len(nodes), 2):
-            (any_hi, cnt_hi), (any_lo, cnt_lo) = nodes[k], nodes[k + 1]
-            cnt = Signal(level + 1, name=f"lzc_l{level}_{k // 2}")
-            m.d.comb += cnt.eq(Cat(Mux(any_hi, cnt_hi, cnt_lo), ~any_hi))
-            merged.append((any_hi | any_lo, cnt))
-        nodes = merged
-        level += 1
-    return nodes[0][1]
+    """Leading-zero count of ``value`` (``width`` bits): a priority encoder (0 input -> 0)."""
+    count = Signal(range(width + 1), name="lzc")
+    for k in range(width):                  # the highest set bit is assigned last and wins
+        with m.If(value[k]):
+            m.d.comb += count.eq(width - 1 - k)
+    return count
 
 
 class Align(wiring.Component):
