@@ -49,7 +49,8 @@ def wide_groups(rng, groups, block, lo=-60, hi=25, zero_share=0.1):
     x[rng.random((groups, block)) < zero_share / 2] = -0.0
     x[rng.random(groups) < 0.02] = 0.0
     f32 = rng.random(groups) < 0.5
-    x[f32] = x[f32].astype(np.float32).astype(np.float64)
+    with np.errstate(over="ignore"):
+        x[f32] = x[f32].astype(np.float32).astype(np.float64)
     return np.clip(x, -2.0 ** 25, 2.0 ** 25)
 
 

@@ -255,3 +255,59 @@ def test_round_to_dtype_is_one_rne(dtype):
     want = np.array([rounder(float(v)) for v in x]).astype(dtype)
     assert got.dtype == np.dtype(dtype)
     assert bits_equal(got, want)
+
+
+# ------------------------------------------------------------------ fast helpers
+
+
+def _around_grid(grid, rng, n=200000, top=None):
+    """Random values in [0, top], the grid points, midpoints and their float64 neighbours."""
+    grid = np.asarray(grid, dtype=np.float64)
+    grid = grid[np.isfinite(grid)]
+    top = grid.max() if top is None else top
+    mids = (grid[1:] + grid[:-1]) / 2
+    pts = np.concatenate([grid, mids])
+    return np.concatenate([rng.random(n) * top, np.exp2(-rng.random(n) * 60) * top, pts,
+                           np.nextafter(pts, 0), np.nextafter(pts, np.inf), [0.0, 5e-324]])
+
+
+def test_fast_e2m1_and_e4m3_rounding_equal_the_plain_ones():
+    rng = np.random.default_rng(12)
+    v = _around_grid(np.abs(codecs.E2M1_VALUES[:8]), rng, top=8.0)
+    assert bits_equal(codecs.e2m1_round_fast(v), codecs.e2m1_round(v))
+    assert np.array_equal(codecs.e2m1_code_of_magnitude(codecs.e2m1_round(v)),
+                          codecs.encode_e2m1(v))
+    v = np.minimum(_around_grid(np.abs(codecs.E4M3_VALUES[:127]), rng), 448.0)
+    q = codecs.e4m3_round_fast(v)
+    assert bits_equal(q, np.abs(codecs.E4M3_VALUES[codecs.encode_e4m3(v)]))
+    assert np.array_equal(codecs.e4m3_code_of_magnitude(q), codecs.encode_e4m3(v))
+
+
+def test_fast_generic_rounding_equals_frexp_rounding():
+    rng = np.random.default_rng(13)
+    for man_bits, emin, emax in [(7, -126, 127), (10, -14, 15), (3, -6, 8), (1, 0, 2)]:
+        a = np.ldexp(1 + rng.random(100000), rng.integers(emin - 12, emax + 2, 100000))
+        ties = np.ldexp(1 + (2 * rng.integers(0, 2 ** man_bits, 1000) + 1) /
+                        2 ** (man_bits + 1), rng.integers(emin, emax, 1000))
+        a = np.concatenate([a, ties, np.nextafter(ties, 0), np.nextafter(ties, np.inf)])
+        want = codecs.round_float(a, man_bits, emin)
+        want[want >= 2.0 ** (emax + 1)] = np.inf
+        assert bits_equal(codecs.round_float_fast(a, man_bits, emin, emax), want)
+
+
+def test_hif4_scale_thresholds_equal_steps_2_and_3():
+    from sim.formats import hif4
+
+    rng = np.random.default_rng(14)
+    thr = hif4._SCALE_THRESHOLDS
+    v = np.concatenate([thr, np.nextafter(thr, 0), np.nextafter(thr, np.inf),
+                        np.ldexp(1 + rng.random(200000), rng.integers(-70, 30, 200000)),
+                        np.float32(rng.standard_normal(10000)).astype(np.float64) ** 2,
+                        [0.0, 5e-324, 1e300]])
+    assert np.array_equal(hif4.scale_codes(v), hif4.scale_code_plain(v))
+    # the plain steps 2-3 against the spec reference
+    for x in v[::997]:
+        sf = min(max(ref.bf16(x * ref.bf16(1 / 7)), 2.0 ** -48), 49152.0)
+        e = ref.exp2floor(sf)
+        s = float(round(Fraction(sf * 2.0 ** (2 - e))) * Fraction(2) ** (e - 2))
+        assert codecs.E6M2_VALUES[hif4.scale_code_plain(x)] == s

@@ -317,3 +317,15 @@ def test_empty_tensors():
         assert fake_quantize(x, fmt).shape == (0, 64)
         assert quantize(x, fmt).to_bytes() == (np.float32(1).tobytes() if fmt == "nvfp4"
                                                else b"")
+
+
+@pytest.mark.parametrize("fmt", ALL_FORMATS)
+def test_non_contiguous_and_fortran_inputs(fmt):
+    rng = np.random.default_rng(8)
+    base = (rng.standard_normal((6, 256)) * 3).astype(np.float32)
+    for x, axis in [(base[:, ::2], -1), (base[::2, :], 0), (np.asfortranarray(base), -1),
+                    (np.asfortranarray(base), 0), (base.T, 0)]:
+        want = fake_quantize(np.ascontiguousarray(x), fmt, axis=axis)
+        got = fake_quantize(x, fmt, axis=axis)
+        assert got.flags.c_contiguous and bits_equal(got, want)
+        assert bits_equal(quantize(x, fmt, axis=axis).dequantize(), want)
