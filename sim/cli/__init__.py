@@ -9,6 +9,7 @@ exit status 2.
 
 import argparse
 import importlib
+import os
 import sys
 
 from ._util import CLIError
@@ -58,6 +59,11 @@ def main(argv=None):
     except CLIError as exc:
         print(f"hif4 {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # `hif4 ... | head`: the reader went away; stop quietly like other tools do.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
     except KeyboardInterrupt:
         print(f"hif4 {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -26,6 +26,9 @@ def atomic_output(path, mode="wb"):
     try:
         with os.fdopen(fd, mode) as handle:
             yield handle
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)       # mkstemp makes 0600; give the usual mode
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
