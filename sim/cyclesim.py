@@ -57,8 +57,11 @@ __all__ = [
 
 #: Bytes of one 64-element step of one operand (blocks x packed block bytes).
 STEP_BYTES = {"hif4": 36, "mxfp4": 34, "nvfp4": 36}
-#: Bytes of one step of the activation residual: 2:4 packs 224 bits per 64 activations.
+#: Bytes of one step of the activation residual: the HiF4 2:4 residual packs 224 bits per 64
+#: activations; the MXFP4 2:4 residual two 104-bit blocks (``docs/mxfp4_residual.md``); a
+#: dense residual is a second full operand.
 RESIDUAL_STEP_BYTES = {"none": 0, "2:4": 28, "dense": 36}
+RESIDUAL24_STEP_BYTES = {"hif4": 28, "mxfp4": 26}
 #: NVFP4 keeps one FP32 tensor scale per tensor.
 TENSOR_SCALE_BYTES = {"nvfp4": 4}
 
@@ -73,6 +76,10 @@ def step_bytes(fmt, residual="none"):
     rbytes = RESIDUAL_STEP_BYTES[residual]
     if residual == "dense":
         rbytes = STEP_BYTES[fmt]
+    elif residual == "2:4":
+        if fmt not in RESIDUAL24_STEP_BYTES:
+            raise ValueError(f"{fmt} has no 2:4 residual path")
+        rbytes = RESIDUAL24_STEP_BYTES[fmt]
     return STEP_BYTES[fmt], STEP_BYTES[fmt], rbytes
 
 
@@ -300,6 +307,8 @@ class GemmReport:
     stall_cycles: dict
     output: object = field(default=None, repr=False)
     out_cycles: list = field(default=None, repr=False)
+    run: object = field(default=None, repr=False)
+    ready_gaps: list = field(default=None, repr=False)
 
     @property
     def bytes_moved(self):
@@ -333,6 +342,7 @@ class _ArrayStimulus(Stimulus):
         self.in_hist = []                   # input transfer cycle of each step
         self.arrivals_at = []
         self.wb_end = []                    # writeback end cycle of each output event
+        self.ready_gaps = []                # [t0, t1): o.ready held low for an output
 
     def valid_from(self, i, prev_in):
         if prev_in >= 0:
@@ -350,8 +360,9 @@ class _ArrayStimulus(Stimulus):
         return max(prev_in + 1, arrive, 0)
 
     def next_ready(self, k, t):
-        if k >= self.out_tiles:
-            t = max(t, self.wb_end[k - self.out_tiles])
+        if k >= self.out_tiles and self.wb_end[k - self.out_tiles] > t:
+            self.ready_gaps.append((t, self.wb_end[k - self.out_tiles]))
+            t = self.wb_end[k - self.out_tiles]
         start = max(t + 1, self.wb_end[-1] if self.wb_end else 0)
         dur = 0 if math.isinf(self.bw) else math.ceil(self.out_bytes[k] / self.bw - 1e-9)
         self.wb_end.append(start + dur)
@@ -452,7 +463,7 @@ def simulate_gemm(unit, m, k, n, *, residual="none", array=(1, 1), bandwidth=mat
         bandwidth=bandwidth, ii=ii, latency=timing.latency, cycles=cycles,
         array_steps=len(lasts), unit_steps=unit_steps, macs=macs, utilization=util,
         bytes_read=reads, bytes_written=4 * m * n, stall_cycles=stalls, output=output,
-        out_cycles=run.out_cycles)
+        out_cycles=run.out_cycles, run=run, ready_gaps=stim.ready_gaps)
 
 
 def _bit_true(unit, residual, m, k, n, a, w, r, seed):

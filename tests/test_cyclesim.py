@@ -127,6 +127,7 @@ def test_bad_pipeline_rejected():
 def test_step_bytes():
     assert step_bytes("hif4", "2:4") == (36, 36, 28)
     assert step_bytes("mxfp4") == (34, 34, 0)
+    assert step_bytes("mxfp4", "2:4") == (34, 34, 26)
     assert step_bytes("nvfp4") == (36, 36, 0)
     with pytest.raises(ValueError, match="Format must be one of"):
         step_bytes("fp8")

@@ -19,6 +19,13 @@ Families (``name(params)``, what it is):
 - ``mux(n, w)``: ``n``-input ``w``-bit multiplexer with a binary select.
 - ``reg(w)``: ``w`` flip-flops with enable and synchronous reset (a pipeline register).
 - ``regp(w)``: ``w`` plain flip-flops; ``rege(w)``: with enable, no reset.
+- ``e2m1(n)``: ``n`` exact E2M1 x E2M1 products (signed 9 bits, units of 1/4).
+- ``wshl(s, r, w)``: signed ``s``-bit value shifted left by 0..``r``-1 into a ``w``-bit
+  window (sign-extended, truncated): the accumulator's alignment shifter.
+- ``addn(n, w)``: sum of ``n`` ``w``-bit operands, truncated to ``w`` bits (window adder).
+- ``neg(w)``: conditional two's-complement negation of ``w`` bits.
+- ``norm(w)``: leading-zero count of ``w`` bits and the normalising left shift, keeping 25
+  bits and a sticky bit (the rounding front of the accumulator).
 - ``lzc(w)``: leading-zero count of ``w`` bits.
 - ``cmp(w)``: ``w``-bit unsigned magnitude comparator (a < b).
 """
@@ -101,6 +108,61 @@ def _rege(w):
             f"  always @(posedge clk) if (en) q <= d;\nendmodule\n")
 
 
+def _wshl(s, r, w):
+    sb = _clog2(r)
+    return (f"module {{name}}(input signed [{s-1}:0] a, input [{sb-1}:0] e,\n"
+            f"    output signed [{w-1}:0] y);\n"
+            f"  wire [{sb-1}:0] t = (e > {r-1}) ? {sb}'d{r-1} : e;\n"
+            f"  wire signed [{w-1}:0] x = a;\n"
+            f"  assign y = x <<< t;\nendmodule\n")
+
+
+def _addn(n, w):
+    terms = " + ".join(f"x{i}" for i in range(n))
+    ins = ", ".join(f"input [{w-1}:0] x{i}" for i in range(n))
+    return (f"module {{name}}({ins}, output [{w-1}:0] s);\n"
+            f"  assign s = {terms};\nendmodule\n")
+
+
+def _neg(w):
+    return (f"module {{name}}(input c, input [{w-1}:0] a, output [{w-1}:0] y);\n"
+            f"  assign y = c ? -a : a;\nendmodule\n")
+
+
+def _norm(w):
+    sb = _clog2(w)
+    lines = [f"module {{name}}(input [{w-1}:0] a, output [24:0] m, output sticky,",
+             f"    output reg [{sb}:0] n);",
+             "  integer i;",
+             "  always @* begin",
+             f"    n = {w};",
+             f"    for (i = 0; i < {w}; i = i + 1) if (a[i]) n = {w - 1} - i;",
+             "  end",
+             f"  wire [{w-1}:0] z = a << n;",
+             f"  assign m = z[{w-1}:{w-25}];",
+             f"  assign sticky = |z[{w-26}:0];",
+             "endmodule", ""]
+    return "\n".join(lines)
+
+
+def _e2m1(n):
+    # n independent E2M1 x E2M1 products (spec: |x|*2 = sig << sh), signed 9-bit results
+    lines = [f"module {{name}}(input [{4*n-1}:0] a, input [{4*n-1}:0] w,",
+             f"    output [{9*n-1}:0] p);",
+             "  genvar i;",
+             f"  generate for (i = 0; i < {n}; i = i + 1) begin : g",
+             "    wire [3:0] x = a[4*i +: 4];",
+             "    wire [3:0] y = w[4*i +: 4];",
+             "    wire [1:0] sx = (x[2:1] != 0) ? {1'b1, x[0]} : {1'b0, x[0]};",
+             "    wire [1:0] sy = (y[2:1] != 0) ? {1'b1, y[0]} : {1'b0, y[0]};",
+             "    wire [1:0] hx = (x[2:1] != 0) ? x[2:1] - 2'd1 : 2'd0;",
+             "    wire [1:0] hy = (y[2:1] != 0) ? y[2:1] - 2'd1 : 2'd0;",
+             "    wire [7:0] mag = (sx * sy) << (hx + hy);",
+             "    assign p[9*i +: 9] = (x[3] ^ y[3]) ? -{1'b0, mag} : {1'b0, mag};",
+             "  end endgenerate", "endmodule", ""]
+    return "\n".join(lines)
+
+
 def _lzc(w):
     out = _clog2(w + 1)
     lines = [f"module {{name}}(input [{w-1}:0] a, output reg [{out-1}:0] n);",
@@ -119,6 +181,7 @@ def _cmp(w):
 
 FAMILIES = {
     "mul": _mul, "smul": _smul, "add": _add, "tree": _tree, "shl": _shl, "shr": _shr,
+    "e2m1": _e2m1, "wshl": _wshl, "addn": _addn, "neg": _neg, "norm": _norm,
     "mux": _mux, "reg": _reg, "regp": _regp, "rege": _rege, "lzc": _lzc, "cmp": _cmp,
 }
 
@@ -131,6 +194,12 @@ DEFAULT_GRID = {
              (4, 16), (8, 14)],
     "shl": [(8, 3), (8, 5), (16, 4), (16, 8), (16, 16), (24, 32), (32, 16)],
     "shr": [(16, 8), (24, 16), (32, 32), (48, 64), (64, 64), (80, 128)],
+    "e2m1": [(1,), (4,), (16,)],
+    "wshl": [(24, 256, 160), (24, 256, 320), (14, 512, 540), (20, 64, 180), (17, 64, 200),
+             (12, 16, 64), (8, 4, 16)],
+    "addn": [(2, 64), (3, 160), (2, 320), (3, 320), (5, 180), (3, 540), (5, 540)],
+    "neg": [(32,), (160,), (320,), (540,)],
+    "norm": [(64,), (128,), (192,), (320,), (540,)],
     "mux": [(2, 8), (2, 32), (4, 8), (4, 16), (8, 8), (16, 4)],
     "reg": [(1,), (8,), (32,), (100,), (300,)],
     "regp": [(8,), (100,)],

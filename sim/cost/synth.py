@@ -219,8 +219,9 @@ def synthesize_text(text, top=None, *, cache_dir=DEFAULT_CACHE, timeout=3600,
     """Synthesize a Verilog text with the issue-5 flow; see :func:`synthesize`."""
     if top is None:
         top = top_module_name(text)
-    if not re.fullmatch(r"[A-Za-z_][\w$]*", top):
-        raise SynthError(f"top module name {top!r} is not a plain Verilog identifier")
+    if not re.fullmatch(r"[A-Za-z_][\w$.]*", top):
+        raise SynthError(f"top module name {top!r} is not a Verilog identifier "
+                         "(letters, digits, _, $ and, for submodules, dots)")
     sha = verilog_sha256(text)
     flow = HIER_FLOW if hierarchical else FLOW
     key = _cache_key(sha, top, flow)

@@ -1,0 +1,99 @@
+"""Refit the area model's coefficients and check the model against synthesis.
+
+Usage::
+
+    python benchmarks/fit_area_model.py             # fit primitives, write sim/area_coeffs.json,
+                                                    # compare with the synthesis table
+    python benchmarks/fit_area_model.py --units     # also synthesize every unit configuration
+                                                    # of the sweep (slow: minutes per unit)
+    python benchmarks/fit_area_model.py --check     # only compare, write nothing
+
+1. Every primitive of :data:`sim.cost.primitives.DEFAULT_GRID` is synthesized with the issue-5
+   flow (cached under ``build/synth``) and one linear formula per family
+   (:data:`sim.area_model.FEATURES`) is fitted by least squares on the NAND2 equivalents.
+2. With ``--units`` every configuration of the sweep (unit x residual x stages x lanes,
+   :func:`sweep_configs`) is generated with ``hif4 generate`` into ``build/units/`` and
+   synthesized; the results go into the checked-in table ``sim/cost/synth_table.json``
+   (keyed by the Verilog's SHA-256), together with ``rtl_out/``'s standard set.
+3. The model is compared with every entry of the table and the worst relative error is
+   printed (the bar is 10%).
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from sim import area_model  # noqa: E402
+from sim.cost import primitives, synth, table  # noqa: E402
+
+
+def progress(done, total, what):
+    width = 30
+    filled = int(width * done / max(total, 1))
+    print(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {what:<40.40}",
+          end="" if done < total else "\n", file=sys.stderr, flush=True)
+
+
+def fit_primitives(grid=None):
+    grid = grid or primitives.DEFAULT_GRID
+    items = [(fam, p) for fam, ps in grid.items() for p in ps]
+    data = {}
+    for idx, (fam, params) in enumerate(items):
+        progress(idx, len(items), f"{fam}{params}")
+        top, text = primitives.primitive_verilog(fam, params)
+        res = synth.synthesize_text(text, top)
+        data.setdefault(fam, []).append((list(params), res.nand2, res.longest_path))
+    progress(len(items), len(items), "primitives")
+    families = {}
+    for fam, rows in data.items():
+        X = np.array([area_model.features(fam, p) for p, _, _ in rows])
+        y = np.array([a for _, a, _ in rows])
+        # relative least squares: every primitive counts by its relative error
+        coef, *_ = np.linalg.lstsq(X / y[:, None], np.ones_like(y), rcond=None)
+        pred = X @ coef
+        err = np.abs(pred - y) / y
+        families[fam] = {
+            "features": [name for name, _ in area_model.FEATURES[fam]],
+            "coeffs": [round(float(c), 6) for c in coef],
+            "max_rel_error": round(float(err.max()), 4),
+            "samples": [{"params": p, "nand2": a, "longest_path": lp} for p, a, lp in rows],
+        }
+    return families
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--units", action="store_true",
+                    help="synthesize the whole unit sweep (slow) into the synthesis table")
+    ap.add_argument("--check", action="store_true",
+                    help="only compare the model with the synthesis table; write nothing")
+    ap.add_argument("--jobs", type=int, default=1, help="parallel Yosys runs for --units")
+    args = ap.parse_args(argv)
+
+    if not args.check:
+        families = fit_primitives()
+        coeffs = {"flow": synth.FLOW, "unit": "NAND2 equivalents (CMOS transistors / 4)",
+                  "families": families}
+        old = json.loads(area_model.COEFFS_PATH.read_text()) if \
+            area_model.COEFFS_PATH.exists() else {}
+        for key in ("glue", "calibration"):
+            if key in old:
+                coeffs[key] = old[key]
+        area_model.COEFFS_PATH.write_text(json.dumps(coeffs, indent=1, sort_keys=True) + "\n")
+        area_model._load.cache_clear()
+        print("primitive fits (max relative error on the grid):")
+        for fam, info in sorted(families.items()):
+            print(f"  {fam:6s} {info['max_rel_error']:6.1%}  coeffs {info['coeffs']}")
+    if args.units:
+        table.synthesize_sweep(jobs=args.jobs, progress=progress)
+    return table.report_model_vs_synth(verbose=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,254 @@
+"""Cycle-exactness of the cycle-level model against the Verilated unit (cocotb).
+
+The same step stream and the same stall pattern (valid gaps on the input, ready gaps on the
+output) go through the RTL, in :mod:`sim.cost.cycle_tb` on the shared bench's build and
+stimulus code (:mod:`sim.bench.runner`, :mod:`sim.bench.stimulus`), and through
+:class:`sim.cyclesim.UnitTiming` built from the unit's manifest; the cycle of every input and
+output transfer must be the same, and the output words must equal the golden model's.
+"""
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["BUILD_ROOT", "run_rtl_cycles", "random_pattern", "check_unit",
+           "check_gemm_against_rtl"]
+
+REPO = Path(__file__).resolve().parents[2]
+#: Simulator builds of this module live apart from the bench's (no races between tests).
+BUILD_ROOT = REPO / "build" / "cycles"
+
+
+def run_rtl_cycles(verilog, manifest, payloads, segments, outputs, gaps, ready, *,
+                   sim="verilator", max_cycles=None, build_root=BUILD_ROOT):
+    """Run packed payloads through the Verilated unit with an explicit stall pattern.
+
+    Parameters
+    ----------
+    verilog : path
+        The unit's Verilog (``manifest["module"]`` is the top).
+    payloads : uint8 array (steps, bytes)
+        Packed ``i__payload`` words (``sim.bench.stimulus.pack_payloads``).
+    segments, outputs : list of int
+        Steps and expected output words of each segment (reset in between).
+    gaps, ready : lists
+        The stall pattern, see :mod:`sim.cost.cycle_tb`.
+
+    Returns
+    -------
+    list of dict
+        Per segment: ``in_cycles``, ``out_cycles``, ``words``, ``cycles``.
+    """
+    from cocotb_tools.runner import get_runner
+
+    from sim.bench import runner as bench_runner
+
+    module = manifest["module"]
+    build_dir = bench_runner.build(verilog, module, sim=sim, build_root=build_root)
+    job = build_dir / "cycles_job.npz"
+    result = build_dir / "cycles_result.json"
+    if result.exists():
+        result.unlink()
+    if max_cycles is None:
+        max_cycles = 64 * int(max(segments)) + 4 * (len(ready) + sum(gaps)) + 1000
+    np.savez(job, payload=np.asarray(payloads, dtype=np.uint8),
+             gaps=np.asarray(gaps, dtype=np.int64), ready=np.asarray(ready, dtype=np.uint8),
+             segments=np.asarray(segments, dtype=np.int64),
+             outputs=np.asarray(outputs, dtype=np.int64), max_cycles=max_cycles)
+    get_runner(sim).test(
+        test_module="sim.cost.cycle_tb", hdl_toplevel=module, hdl_toplevel_lang="verilog",
+        build_dir=build_dir, extra_env={
+            "HIF4_CYCLES_JOB": str(job), "HIF4_CYCLES_RESULT": str(result),
+            "PYTHONPATH": os.pathsep.join([str(REPO)] + sys.path)},
+        log_file=build_dir / "cycles.log", results_xml=str(build_dir / "cycles.xml"))
+    if not result.exists():
+        raise RuntimeError(f"the simulation wrote no result; see {build_dir / 'cycles.log'}")
+    return json.loads(result.read_text())
+
+
+def random_pattern(n_steps, rng, *, p_gap=0.3, max_gap=4, p_stall=0.4, length=None):
+    """Random valid gaps (one per step) and a random ``o.ready`` pattern."""
+    gaps = [int(rng.integers(1, max_gap + 1)) if rng.random() < p_gap else 0
+            for _ in range(n_steps)]
+    length = length or 8 * n_steps + 64
+    ready = (rng.random(length) >= p_stall).tolist()
+    return gaps, ready
+
+
+def check_unit(unit, *, residual="none", stages=None, lanes=None, steps=120, seed=0,
+               p_gap=0.3, p_stall=0.4, sim="verilator"):
+    """Model vs RTL on one random stream with a random stall pattern.
+
+    Returns a dict with the model's and the RTL's cycles, the words and whether they agree.
+    """
+    from hwgen.units import UNITS, module_name
+    from sim.bench import runner as bench_runner
+    from sim.bench.stimulus import expected_words, pack_payloads, random_stream
+    from sim.cyclesim import Stimulus, UnitTiming
+
+    params = dict(UNITS[unit].defaults)
+    params.update({k: v for k, v in (("residual", residual), ("stages", stages),
+                                     ("lanes", lanes)) if v is not None})
+    module = module_name(unit, params["residual"], params["stages"], params["lanes"])
+    verilog, manifest = bench_runner.generate_cached(unit, params,
+                                                     BUILD_ROOT / "rtl" / module)
+    rng = np.random.default_rng(seed)
+    stream = random_stream(unit, params["residual"], steps, rng)
+    payload = pack_payloads(manifest, unit, params["residual"], stream)
+    expected, _ = expected_words(unit, params["residual"], stream)
+    gaps, ready = random_pattern(steps, rng, p_gap=p_gap, p_stall=p_stall)
+    rtl = run_rtl_cycles(verilog, manifest, payload, [steps], [len(expected)], gaps, ready,
+                         sim=sim)[0]
+    timing = UnitTiming.from_manifest(manifest)
+    model = timing.run([bool(x) for x in stream["last"]], Stimulus(gaps=gaps, ready=ready))
+    return {
+        "module": module, "steps": steps, "ii": timing.ii, "latency": timing.latency,
+        "manifest_ii": manifest.get("ii"), "manifest_latency": manifest.get("latency"),
+        "model_in": model.in_cycles, "model_out": model.out_cycles,
+        "rtl_in": rtl["in_cycles"], "rtl_out": rtl["out_cycles"],
+        "expected": [int(x) for x in expected], "words": rtl["words"],
+        "cycles_agree": (model.in_cycles == rtl["in_cycles"]
+                         and model.out_cycles == rtl["out_cycles"]),
+        "values_agree": [int(x) for x in expected] == rtl["words"],
+    }
+
+
+def check_gemm_against_rtl(verilog, manifest, rep, *, seed=0, a=None, w=None, r=None,
+                           sim="verilator"):
+    """Run a simulated GEMM's step streams through the Verilated unit.
+
+    Every unit of the R x C array sees the same handshake timing (lockstep), so each array
+    position runs as one segment with the stall pattern the array model produced (the valid
+    gaps of its operand buffer, the ready gaps of its output buffer); positions idle in an
+    edge tile get zero operands there and their words are ignored. Returns the RTL's cycle
+    count and whether every transfer cycle and every output word agree with the model.
+    """
+    from sim import dot
+    from sim.bench.stimulus import pack_payloads, residual_layout
+    from sim.cyclesim import UnitTiming, _make_residual
+    from sim.formats import quantize
+
+    unit, residual = rep.unit, rep.residual
+    m, k, n = rep.gemm
+    rows, cols = rep.array
+    rng = np.random.default_rng(seed)
+    if a is None:
+        x = rng.standard_normal((m, k)).astype(np.float32)
+        a = quantize(x, unit, axis=1)
+        if residual != "none":
+            r = _make_residual(x, unit, residual)
+    if w is None:
+        w = quantize(rng.standard_normal((n, k)).astype(np.float32), unit, axis=1)
+    ksteps = -(-k // 64)
+    a_steps = _operand_steps(a, unit, ksteps)
+    w_steps = _operand_steps(w, unit, ksteps)
+    r_steps = None
+    if residual != "none":
+        r_steps = _residual_steps(r, unit, residual, a, ksteps)
+    # the model's stall pattern, as gaps relative to the previous transfer and ready gaps
+    timing = UnitTiming.from_manifest(manifest)
+    ins, outs = rep_in_out(rep, timing)
+    valid = rep_valid(rep, timing)
+    gaps = [valid[0]] + [valid[i] - (ins[i - 1] + 1) for i in range(1, len(ins))]
+    ready = np.ones(outs[-1] + 2, dtype=bool)
+    for t0, t1 in rep_ready_gaps(rep, timing):
+        ready[t0:t1] = False
+    mt, nt = -(-m // rows), -(-n // cols)
+    payload_parts, segs, nouts, used = [], [], [], []
+    for pr in range(rows):
+        for pc in range(cols):
+            sel_a, sel_w, mask = [], [], []
+            for ti in range(mt):
+                for tj in range(nt):
+                    mi, ni = ti * rows + pr, tj * cols + pc
+                    ok = mi < m and ni < n
+                    sel_a.append(mi if mi < m else -1)
+                    sel_w.append(ni if ni < n else -1)
+                    mask.append((mi, ni) if ok else None)
+            stream = _gemm_stream(a_steps, w_steps, r_steps, sel_a, sel_w, ksteps, unit,
+                                  residual)
+            payload_parts.append(pack_payloads(manifest, unit, residual, stream))
+            segs.append(len(sel_a) * ksteps)
+            nouts.append(len(sel_a))
+            used.append(mask)
+    payloads = np.concatenate(payload_parts)
+    res = run_rtl_cycles(verilog, manifest, payloads, segs, nouts, gaps, ready.tolist(),
+                         sim=sim)
+    expected = dot.gemm(a, w, r if residual != "none" else None)
+    cycles_ok = all(s["in_cycles"] == ins and s["out_cycles"] == outs for s in res)
+    values_ok = True
+    for s, mask in zip(res, used):
+        for word, pos in zip(s["words"], mask):
+            if pos is not None and word != int(expected[pos]):
+                values_ok = False
+        values_ok &= len(s["words"]) == len(mask)
+    model_values = rep.output is None or bool(np.array_equal(rep.output, expected))
+    return {"cycles": res[0]["out_cycles"][-1] + 1 if res[0]["out_cycles"] else None,
+            "model_cycles": rep.cycles, "positions": len(res), "cycles_agree": cycles_ok,
+            "values_agree": bool(values_ok and model_values)}
+
+
+def rep_in_out(rep, timing):
+    return rep.run.in_cycles, rep.run.out_cycles
+
+
+def rep_valid(rep, timing):
+    return rep.run.valid_cycles
+
+
+def rep_ready_gaps(rep, timing):
+    return rep.ready_gaps
+
+
+def _operand_steps(qt, unit, ksteps):
+    """Per row, the step fields (leading dims rows, ksteps)."""
+    f = qt.fields
+    rows = qt.shape[0]
+    if unit == "hif4":
+        return {"elem": f["elem"].reshape(rows, ksteps, 64), "l3": f["l3"].reshape(
+            rows, ksteps, 16), "l2": f["l2"].reshape(rows, ksteps, 8),
+            "scale": f["scale"].reshape(rows, ksteps)}
+    nb = 2 if unit == "mxfp4" else 4
+    return {"elem": f["elem"].reshape(rows, ksteps, nb, -1),
+            "scale": f["scale"].reshape(rows, ksteps, nb)}
+
+
+def _residual_steps(r, unit, residual, a, ksteps):
+    if residual == "dense":
+        qt = r.residual if hasattr(r, "residual") else r
+        return _operand_steps(qt, unit, ksteps)
+    if unit == "hif4":
+        from sim.formats.resq import pack_24
+        f = pack_24(r.residual if hasattr(r, "residual") else r)
+        rows = a.shape[0]
+        return {key: np.asarray(v).reshape(rows, ksteps, *np.asarray(v).shape[2:])
+                for key, v in f.items()}
+    from sim.formats import resq_mxfp4
+    f = resq_mxfp4.pack_24_mxfp4(r.residual if hasattr(r, "residual") else r)
+    rows = a.shape[0]
+    return {"elem": f["elem"].reshape(rows, ksteps, 2, -1),
+            "pos": f["pos"].reshape(rows, ksteps, 2, -1),
+            "scale": f["scale"].reshape(rows, ksteps, 2)}
+
+
+def _gemm_stream(a_steps, w_steps, r_steps, sel_a, sel_w, ksteps, unit, residual):
+    def take(steps, sel):
+        out = {}
+        for key, v in steps.items():
+            rows = []
+            for s in sel:
+                rows.append(v[s] if s >= 0 else np.zeros_like(v[0]))
+            out[key] = np.concatenate(rows)
+        return out
+
+    n = len(sel_a) * ksteps
+    first = np.zeros(n, dtype=bool)
+    last = np.zeros(n, dtype=bool)
+    first[::ksteps] = True
+    last[ksteps - 1::ksteps] = True
+    return {"a": take(a_steps, sel_a), "w": take(w_steps, sel_w),
+            "r": None if r_steps is None else take(r_steps, sel_a),
+            "first": first, "last": last}

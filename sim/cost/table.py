@@ -1,0 +1,166 @@
+"""The checked-in table of unit synthesis results (``sim/cost/synth_table.json``).
+
+Synthesizing a full unit takes minutes, so the figures of every generated configuration
+are kept in the repository, keyed by the SHA-256 of the Verilog that was synthesized. Each
+entry holds the unit's manifest (so the area model can be evaluated without the Verilog),
+the flat-flow figures (``nand2``, ``transistors``, ``flip_flops``, ``longest_path``) and the
+per-sub-block areas of the hierarchical run (``blocks``).
+
+``benchmarks/fit_area_model.py --units`` regenerates it; a slow test re-synthesizes every
+entry and checks the transistor counts.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from . import synth
+
+__all__ = ["TABLE_PATH", "load_table", "save_table", "lookup", "entry_for",
+           "synthesize_sweep", "sweep_configs", "report_model_vs_synth", "record_verilog"]
+
+TABLE_PATH = Path(__file__).with_name("synth_table.json")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load_table(path=TABLE_PATH):
+    path = Path(path)
+    if not path.exists():
+        return {}
+    return json.loads(path.read_text())
+
+
+def save_table(table, path=TABLE_PATH):
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(fd, "w") as handle:
+        json.dump(table, handle, indent=1, sort_keys=True)
+        handle.write("\n")
+    os.replace(tmp, path)
+
+
+def lookup(verilog_text, table=None):
+    """The table entry of a Verilog text (by SHA-256), or None."""
+    table = load_table() if table is None else table
+    return table.get(synth.verilog_sha256(verilog_text))
+
+
+def _manifest_core(manifest):
+    keep = ("module", "unit", "parameters", "latency", "ii", "timing")
+    return {k: manifest[k] for k in keep if k in manifest}
+
+
+def entry_for(verilog_path, manifest=None, *, hierarchical=True, source=None, cache_dir=None):
+    """Synthesize one generated module (flat, and hierarchical for the blocks) into an entry."""
+    verilog_path = Path(verilog_path)
+    if manifest is None:
+        manifest = json.loads(verilog_path.with_suffix(".json").read_text())
+    kwargs = {} if cache_dir is None else {"cache_dir": cache_dir}
+    flat = synth.synthesize(verilog_path, manifest.get("module"), **kwargs)
+    entry = {
+        "manifest": _manifest_core(manifest),
+        "nand2": flat.nand2, "transistors": flat.transistors,
+        "flip_flops": flat.flip_flops, "longest_path": flat.longest_path,
+        "source": source or verilog_path.name,
+    }
+    if hierarchical:
+        hier = synth.synthesize_hierarchy(verilog_path, manifest.get("module"), **kwargs)
+        entry["blocks"] = {name: info["nand2"] for name, info in hier.modules.items()}
+        entry["instances"] = {name: info["instances"] for name, info in hier.modules.items()
+                              if info["instances"]}
+        entry["hier_nand2"] = hier.nand2
+    return flat.sha256, entry
+
+
+def record_verilog(paths, table=None, *, jobs=1, progress=None, hierarchical=True):
+    """Synthesize Verilog files (with manifests beside them) into the table; returns it."""
+    table = load_table() if table is None else table
+    todo = []
+    for p in paths:
+        p = Path(p)
+        sha = synth.verilog_sha256(p.read_text())
+        if sha not in table or (hierarchical and "blocks" not in table[sha]):
+            todo.append(p)
+    done = 0
+
+    def work(p):
+        return entry_for(p, hierarchical=hierarchical,
+                         source=str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else p.name)
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for sha, entry in pool.map(work, todo):
+            table[sha] = entry
+            done += 1
+            if progress:
+                progress(done, len(todo), entry["manifest"].get("module", "?"))
+            save_table(table)
+    return table
+
+
+def sweep_configs():
+    """Every configuration of the sweep: unit x residual x stages x lanes.
+
+    Read from the generator's registry through ``hif4 generate --list-configs`` would couple
+    us to it; the sweep is instead the documented parameter space of the RTL contract.
+    """
+    configs = []
+    for unit, residuals in (("hif4", ("none", "2:4")), ("mxfp4", ("none", "2:4")),
+                            ("nvfp4", ("none",))):
+        for residual in residuals:
+            for lanes in (16, 32, 64):
+                for stages in (None, "max"):
+                    configs.append((unit, residual, stages, lanes))
+    return configs
+
+
+def generate_config(unit, residual, stages, lanes, out_dir):
+    """Run ``hif4 generate`` for one configuration; returns the Verilog path."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "sim.cli", "generate", "--unit", unit, "--residual", residual,
+           "--lanes", str(lanes), "--out", str(out_dir)]
+    if stages is not None:
+        cmd += ["--stages", str(stages)]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"hif4 generate failed for {unit} {residual} {stages} {lanes}:\n"
+                           f"{proc.stderr[-2000:]}")
+    before = {p for p in out_dir.glob("*.v")}
+    return sorted(before, key=lambda p: p.stat().st_mtime)[-1]
+
+
+def synthesize_sweep(*, jobs=1, progress=None, configs=None):
+    """Generate and synthesize the sweep plus ``rtl_out/``'s standard set."""
+    paths = sorted((ROOT / "rtl_out").glob("*.v"))
+    build = ROOT / "build" / "units"
+    for unit, residual, stages, lanes in configs or sweep_configs():
+        try:
+            paths.append(generate_config(unit, residual, stages, lanes, build))
+        except RuntimeError as exc:
+            print(f"skipped: {exc}", file=sys.stderr)
+    return record_verilog(sorted(set(paths)), jobs=jobs, progress=progress)
+
+
+def report_model_vs_synth(table=None, *, verbose=False, coeffs=None):
+    """Compare the area model with every table entry; returns the worst relative error."""
+    from sim import area_model
+
+    table = load_table() if table is None else table
+    worst = 0.0
+    rows = []
+    for sha, entry in sorted(table.items(), key=lambda kv: kv[1]["manifest"]["module"]):
+        est = area_model.estimate_manifest(entry["manifest"], coeffs=coeffs)
+        err = (est.nand2 - entry["nand2"]) / entry["nand2"]
+        worst = max(worst, abs(err))
+        rows.append((entry["manifest"]["module"], entry["nand2"], est.nand2, err))
+    if verbose:
+        print(f"{'module':32s} {'synth':>10s} {'model':>10s} {'error':>7s}")
+        for name, s, m, e in rows:
+            print(f"{name:32s} {s:10.0f} {m:10.0f} {e:+7.1%}")
+        print(f"worst-case model error vs synthesis: {worst:.1%} over {len(rows)} "
+              "configurations")
+    return worst
