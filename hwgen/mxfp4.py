@@ -41,40 +41,42 @@ __all__ = ["E8M0ScalePair", "MXFP4DotUnit", "SCALE_EXP_BITS", "BLOCK", "BLOCK_BI
 BLOCK = 32
 #: Packed bits per MXFP4 block: 32 x 4-bit elements, then the E8M0 code at [128, 136).
 BLOCK_BITS = 136
-#: Signed width of a block-sum exponent ``ea + ew - 256`` (-256..252).
-SCALE_EXP_BITS = 10
+#: Width of a block-sum exponent field ``sa + sw`` (bias 256: the sum's unit is
+#: ``2**(sa + sw - 256)``; at most 508 for finite codes).
+SCALE_EXP_BITS = 9
+#: Bias of the exponent field.
+SCALE_EXP_BIAS = 256
 
 
 class E8M0ScalePair(wiring.Component):
     """Scale path of one MXFP4 block pair: two E8M0 codes to one exponent and a NaN flag.
 
-    Combinational. ``exp = ea + ew - 256`` is the exponent of one unit of the block's exact
-    product sum (the sum is in units of 1/4 of the product of the two scales), so the block's
-    value is ``sum * 2**exp``. ``nan`` is set when either code is 255.
+    Combinational: one 8-bit adder and two NaN compares. The block's exact product sum is
+    in units of 1/4 of the product of the two scales, ``2**(sa-127) * 2**(sw-127) / 4 =
+    2**(exp - 256)`` with ``exp = sa + sw``, the field the shared accumulator takes (bias
+    256). ``nan`` is set when either code is 255.
 
     Members
     -------
     sa : In(8)
-        E8M0 code of the activation block.
+        E8M0 code of the activation (or residual) block.
     sw : In(8)
         E8M0 code of the weight block.
-    exp : Out(signed(10))
-        Exponent of the block sum's unit, -256..252 for non-NaN codes.
+    exp : Out(9)
+        ``sa + sw``: the block sum's unit is ``2**(exp - 256)``.
     nan : Out(1)
         Either scale is NaN (code 255).
     """
 
     sa: In(8)
     sw: In(8)
-    exp: Out(signed(SCALE_EXP_BITS))
+    exp: Out(SCALE_EXP_BITS)
     nan: Out(1)
 
     def elaborate(self, platform):
         m = Module()
-        total = Signal(unsigned(9))
         m.d.comb += [
-            total.eq(self.sa + self.sw),
-            self.exp.eq(total - 256),   # 10-bit two's complement; the range fits
+            self.exp.eq(self.sa + self.sw),
             self.nan.eq((self.sa == 0xFF) | (self.sw == 0xFF)),
         ]
         return m
@@ -106,10 +108,11 @@ def term_specs(residual):
     """
     from .accum import TermSpec
 
-    terms = [TermSpec(f"b{b}", dot_sum_bits(BLOCK), 9, 256, 508) for b in range(2)]
+    spec = (SCALE_EXP_BITS, SCALE_EXP_BIAS, 2 * 254)
+    terms = [TermSpec(f"b{b}", dot_sum_bits(BLOCK), *spec) for b in range(2)]
     if residual != "none":
         kept = 16 if residual == "2:4" else BLOCK
-        terms += [TermSpec(f"r{b}", dot_sum_bits(kept), 9, 256, 508) for b in range(2)]
+        terms += [TermSpec(f"r{b}", dot_sum_bits(kept), *spec) for b in range(2)]
     return terms
 
 
@@ -257,11 +260,12 @@ class MXFP4DotUnit(E2M1DotUnitBase):
             rtrees = trees_of("q", r_sl, w_of, count, per_block)
             parts.update(route_block_sums(m, op, index, n, rtrees, "r", per_block, count))
         nan = []
+        pairs = [("b", ip.a)] + ([("r", ip.r)] if residual != "none" else [])
         for b in range(2):
-            m.d.comb += op[f"b{b}_exp"].eq(ip.a[b].scale + ip.w[b].scale)
-            nan += [ip.a[b].scale == 0xFF, ip.w[b].scale == 0xFF]
-            if residual != "none":
-                m.d.comb += op[f"r{b}_exp"].eq(ip.r[b].scale + ip.w[b].scale)
-                nan.append(ip.r[b].scale == 0xFF)
+            for prefix, x in pairs:
+                m.submodules[f"scale_{prefix}{b}"] = sp = E8M0ScalePair()
+                m.d.comb += [sp.sa.eq(x[b].scale), sp.sw.eq(ip.w[b].scale),
+                             op[f"{prefix}{b}_exp"].eq(sp.exp)]
+                nan.append(sp.nan)
         m.d.comb += [op.nan.eq(Cat(*nan).any()), op.first.eq(ip.first), op.last.eq(ip.last)]
         return parts

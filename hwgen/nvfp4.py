@@ -11,14 +11,16 @@ low bits). For each block pair ``b``:
 3. scale path: each UE4M3 code (bit 7 ignored) is a 4-bit significand ``{e != 0, m}`` times
    ``2**(max(e, 1) - 10)``, so E4M3 subnormals need no normalisation; the two significands
    meet in one 4x4-bit multiplier (0..225) and the exponents add;
-4. the block term is the 13-bit sum times the 8-bit scale product, exact in 21 signed bits,
+4. the block term is the 13-bit sum times the 8-bit scale product, exact in 20 signed bits,
    at exponent ``max(ea, 1) + max(ew, 1) - 22`` (-20..8). Code 0x7F in either scale makes
    the step NaN; a zero scale gives a zero term.
+5. NVFP4 block-term exponents span only 29 binades, so the unit shifts each block term by
+   0..28 onto the common grid ``2**-20`` and adds the four exactly (50 signed bits).
 
-The four block terms go to the shared exact accumulator (:mod:`hwgen.accum`), which adds
-them to the FP32 accumulator with one RNE rounding per step. The per-tensor scales T stay
-outside the unit: the golden GEMM applies ``RNE_FP32(acc * T_a * T_w)`` after it. NVFP4 units
-take no residual.
+The shared exact accumulator (:mod:`hwgen.accum`) then takes ONE term per step with a
+constant exponent (no variable alignment shifter for the terms) and adds it to the FP32
+accumulator with one RNE rounding. The per-tensor scales T stay outside the unit: the golden
+GEMM applies ``RNE_FP32(acc * T_a * T_w)`` after it. NVFP4 units take no residual.
 """
 
 from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
@@ -27,7 +29,7 @@ from amaranth.lib.wiring import In, Out
 
 from .e2m1 import E2M1DotUnitBase, adder_tree, e2m1_product_expr
 
-__all__ = ["UE4M3ScalePair", "NVFP4DotUnit", "BLOCK", "BLOCK_BITS", "SCALE_EXP_BITS",
+__all__ = ["UE4M3ScalePair", "NVFP4DotUnit", "BLOCK", "BLOCK_BITS", "SCALE_SHIFT_BITS",
            "SCALE_SIG_BITS", "BLOCK_LAYOUT", "STEP_LAYOUT", "term_specs"]
 
 #: Elements per NVFP4 block.
@@ -36,17 +38,19 @@ BLOCK = 16
 BLOCK_BITS = 72
 #: Unsigned width of the product of two UE4M3 significands (0..225).
 SCALE_SIG_BITS = 8
-#: Signed width of a block-term exponent ``max(ea,1) + max(ew,1) - 22`` (-20..8).
-SCALE_EXP_BITS = 6
+#: Width of the block-term shift ``max(ea,1) + max(ew,1) - 2`` (0..28).
+SCALE_SHIFT_BITS = 5
 
 
 class UE4M3ScalePair(wiring.Component):
-    """Scale path of one NVFP4 block pair: one 4x4-bit significand product and an exponent.
+    """Scale path of one NVFP4 block pair: one 4x4-bit significand product and a shift.
 
     Combinational. A UE4M3 code (bit 7 ignored) with exponent field ``e`` and mantissa ``m``
-    is ``{e != 0, m} * 2**(max(e, 1) - 10)``: normal and subnormal codes share one form. The
-    block's value is ``sum * sig * 2**exp`` where ``sum`` is the block's exact product sum in
-    units of 1/4, ``sig = sig_a * sig_w`` and ``exp = max(ea, 1) + max(ew, 1) - 22``.
+    is ``{e != 0, m} * 2**(max(e, 1) - 10)``: normal and subnormal codes share one form, so
+    E4M3 subnormals need no normalisation. The block's value is ``sum * sig *
+    2**(shift - 20)`` where ``sum`` is the block's exact product sum in units of 1/4,
+    ``sig = sig_a * sig_w`` and ``shift = max(ea, 1) + max(ew, 1) - 2`` (0..28): the
+    left shift that puts the block term on the unit's common grid ``2**-20``.
 
     Members
     -------
@@ -56,8 +60,8 @@ class UE4M3ScalePair(wiring.Component):
         UE4M3 code of the weight block (bit 7 ignored).
     sig : Out(8)
         Product of the two 4-bit significands, 0..225.
-    exp : Out(signed(6))
-        Exponent of one unit of ``sum * sig``, -20..8.
+    shift : Out(5)
+        ``max(ea, 1) + max(ew, 1) - 2``, 0..28.
     nan : Out(1)
         Either code is NaN (low seven bits 0x7F).
     """
@@ -65,24 +69,16 @@ class UE4M3ScalePair(wiring.Component):
     sa: In(8)
     sw: In(8)
     sig: Out(SCALE_SIG_BITS)
-    exp: Out(signed(SCALE_EXP_BITS))
+    shift: Out(SCALE_SHIFT_BITS)
     nan: Out(1)
 
     def elaborate(self, platform):
         m = Module()
         ea, ma = self.sa[3:7], self.sa[0:3]
         ew, mw = self.sw[3:7], self.sw[0:3]
-        sig_a = Signal(4)
-        sig_w = Signal(4)
-        be_a = Signal(4)
-        be_w = Signal(4)
         m.d.comb += [
-            sig_a.eq(Mux(ea.any(), ma | 0b1000, ma)),
-            sig_w.eq(Mux(ew.any(), mw | 0b1000, mw)),
-            be_a.eq(Mux(ea.any(), ea, 1)),
-            be_w.eq(Mux(ew.any(), ew, 1)),
-            self.sig.eq(sig_a * sig_w),
-            self.exp.eq(be_a + be_w - 22),
+            self.sig.eq(Mux(ea.any(), ma | 0b1000, ma) * Mux(ew.any(), mw | 0b1000, mw)),
+            self.shift.eq(Mux(ea.any(), ea, 1) + Mux(ew.any(), ew, 1) - 2),
             self.nan.eq((self.sa[0:7] == 0x7F) | (self.sw[0:7] == 0x7F)),
         ]
         return m
@@ -115,18 +111,6 @@ def term_specs():
     from .accum import TermSpec
 
     return [TermSpec("t", TERM_BITS, 1, -TERM_LSB, 0)]
-
-
-def _scale_pair(m, sa, sw, name):
-    """Inline :class:`UE4M3ScalePair` logic: returns (sig product, shift = exponent + 20)."""
-    ea, ma, ew, mw = sa[3:7], sa[0:3], sw[3:7], sw[0:3]
-    sig = Signal(SCALE_SIG_BITS, name=f"{name}_sig")
-    shift = Signal(5, name=f"{name}_shift")
-    m.d.comb += [
-        sig.eq(Mux(ea.any(), ma | 0b1000, ma) * Mux(ew.any(), mw | 0b1000, mw)),
-        shift.eq(Mux(ea.any(), ea, 1) + Mux(ew.any(), ew, 1) - 2),
-    ]
-    return sig, shift
 
 
 class NVFP4DotUnit(E2M1DotUnitBase):
@@ -191,12 +175,14 @@ class NVFP4DotUnit(E2M1DotUnitBase):
             prods = [e2m1_product_expr(m, a_blk[4 * i:4 * i + 4], w_blk[4 * i:4 * i + 4],
                                        name=f"p{t}_{i}") for i in range(BLOCK)]
             bsum = adder_tree(m, prods, name=f"tree{t}")
-            sig, shift = _scale_pair(m, a_blk[64:72], w_blk[64:72], f"scale{t}")
+            m.submodules[f"scale{t}"] = sp = UE4M3ScalePair()
+            m.d.comb += [sp.sa.eq(a_blk[64:72]), sp.sw.eq(w_blk[64:72])]
             term = Signal(signed(BLOCK_TERM_BITS), name=f"bterm{t}")
-            m.d.comb += term.eq(bsum * sig)
+            m.d.comb += term.eq(bsum * sp.sig)
             aligned = Signal(signed(TERM_BITS), name=f"aligned{t}")
-            m.d.comb += aligned.eq(term << shift)
+            m.d.comb += aligned.eq(term << sp.shift)
             items.append(aligned)
+        # NaN from the held payload: every block's codes, not only this slice's
         nan = [ip.a[b].scale[0:7] == 0x7F for b in range(4)]
         nan += [ip.w[b].scale[0:7] == 0x7F for b in range(4)]
         m.d.comb += [op.t_exp.eq(0), op.nan.eq(Cat(*nan).any()), op.first.eq(ip.first),
