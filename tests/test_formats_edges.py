@@ -329,3 +329,14 @@ def test_non_contiguous_and_fortran_inputs(fmt):
         got = fake_quantize(x, fmt, axis=axis)
         assert got.flags.c_contiguous and bits_equal(got, want)
         assert bits_equal(quantize(x, fmt, axis=axis).dequantize(), want)
+
+
+@pytest.mark.parametrize("fmt", ["hif8", "bf16"])
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16, np.float32, np.float64])
+def test_elementwise_zero_dim(fmt, dtype):
+    for v in [np.nan, -0.0, 1.3, -1e-30, np.inf]:
+        x = np.array(v, dtype=dtype)
+        y = fake_quantize(x, fmt)
+        assert y.shape == () and y.dtype == x.dtype
+        assert bits_equal(quantize(x, fmt).dequantize(), y)
+        assert bits_equal(y.reshape(1), fake_quantize(x.reshape(1), fmt))

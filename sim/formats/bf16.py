@@ -11,6 +11,16 @@ SPEC = FORMATS["bf16"]
 
 def quantize_elements(x):
     """BF16 codes (uint16, shape of ``x``) of any float array."""
+    x = np.asarray(x)
+    if x.ndim == 0:
+        return {"code": quantize_elements(x.reshape(1))["code"].reshape(())}
+    if x.dtype in (np.float16, np.float32) or x.dtype.name == "bfloat16":
+        y = fake_quantize_elements(x)
+        if y.dtype != np.float32:
+            y = y.astype(np.float32)                     # exact
+        code = (y.view(np.uint32) >> np.uint32(16)).astype(np.uint16)
+        code[np.isnan(y)] = 0x7FC0
+        return {"code": code}
     x = np.asarray(x, dtype=np.float64)
     code = encode_bf16(np.abs(x)) | ((x < 0).astype(np.uint16) << 15)
     return {"code": np.where(np.isnan(x), np.uint16(0x7FC0), code).astype(np.uint16)}
@@ -26,6 +36,8 @@ def fake_quantize_elements(x):
     x = np.asarray(x)
     if x.dtype.name == "bfloat16":
         return x + x.dtype.type(0)                      # identity, -0.0 -> +0.0
+    if x.ndim == 0:
+        return fake_quantize_elements(x.reshape(1)).reshape(())
     if x.dtype in (np.float16, np.float32):
         # float16 -> float32 is exact; RNE to the top 16 bits of the float32 word (the
         # float32 and bfloat16 exponent ranges agree, subnormals included).

@@ -365,16 +365,30 @@ def hif8_round(a):
     return q
 
 
+# Code of 2^E (positive) for E = -22..15, from the decode table; code(q) = base + M where
+# M is the mantissa of q at the binade's width (0 for the denormals).
+_HIF8_BASE = np.array([int(np.flatnonzero(HIF8_VALUES[:128] == 2.0 ** e)[0])
+                       for e in range(-22, 16)], dtype=np.int64)
+
+
 def encode_hif8(x):
     """HiF8 codes (uint8) of float64 values per spec section 5 (no -0; NaN -> 0x80)."""
     x = np.asarray(x, dtype=np.float64)
-    q = hif8_round(np.abs(x))
-    finite = np.isfinite(q)
-    idx = np.searchsorted(_HIF8_POS_VALUES, np.where(finite, q, 0.0))
-    code = _HIF8_POS_CODES[np.minimum(idx, len(_HIF8_POS_CODES) - 1)].astype(np.uint8)
-    code = np.where(np.isinf(q), np.uint8(0x6F), code)
-    code = np.where((x < 0) & (q > 0), code | np.uint8(0x80), code)
-    return np.where(np.isnan(q), np.uint8(0x80), code).astype(np.uint8)
+    shape = x.shape
+    x = x.ravel()
+    q = _c64(hif8_round(np.abs(x)))
+    finite_nz = np.isfinite(q) & (q > 0)
+    qf = np.where(finite_nz, q, 1.0)
+    e = np.clip((qf.view(np.uint64) >> np.uint64(52)).astype(np.int64) - 1023, -22, 15)
+    w = np.take(_HIF8_W, e + 22)
+    scaled = qf * ((1023 + w - e) << 52).view(np.float64)      # q * 2^(w-E), exact
+    m = scaled.astype(np.int64) - (1 << w)
+    code = np.where(finite_nz, np.take(_HIF8_BASE, e + 22) + m, 0).astype(np.uint8)
+    inf = np.isinf(q)
+    code[inf] = 0x6F
+    code[(x < 0) & (finite_nz | inf)] |= 0x80
+    code[np.isnan(q)] = 0x80
+    return code.reshape(shape)
 
 
 # --------------------------------------------------------------------------- dtype rounding
