@@ -124,6 +124,11 @@ def hif4_cases(residual):
 
 CASES = {"hif4": hif4_cases}
 
+# MXFP4 / NVFP4 cases live beside this module (owned by the MX/NV units).
+from .cases_mxnv import mxfp4_cases, nvfp4_cases  # noqa: E402
+
+CASES.update(mxfp4=mxfp4_cases, nvfp4=nvfp4_cases)
+
 
 def named_cases(unit, residual):
     """``[(name, stream)]`` for ``unit`` (empty when none are registered)."""
