@@ -1,0 +1,192 @@
+"""Amaranth-simulator tests of the exact FP32 accumulation (``hwgen.accum.ExactAdd``).
+
+Adversarial accumulator/step pairs (far-apart scales with full cancellation, ties, the
+subnormal range, rounding to signed zero, overflow to Inf at the exact boundary, NaN and Inf
+rules of spec section 7) and random ones, against an exact rational reference, for the HiF4
+term geometry and for a wide one (terms down to 2**-300 and beyond 2**128) as MXFP4 needs.
+"""
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from amaranth.sim import Simulator
+
+from hwgen.accum import AccumSpec, ExactAdd, TermSpec
+
+HIF4_TERMS = (TermSpec("main", 23, 7, 104, 126), TermSpec("res", 22, 7, 104, 126))
+WIDE_TERMS = (TermSpec("t0", 16, 9, 300), TermSpec("t1", 16, 9, 300))
+NAN = 0x7FC00000
+
+
+def word_value(word):
+    e, f = (word >> 23) & 255, word & 0x7FFFFF
+    v = Fraction(f, 1 << 149) if e == 0 else Fraction((1 << 23) | f) * Fraction(2) ** (e - 150)
+    return -v if word >> 31 else v
+
+
+def rne_fp32(v, negative_zero=False):
+    """Exact value -> FP32 word, RNE, gradual underflow, overflow to Inf."""
+    if v == 0:
+        return 0x80000000 if negative_zero else 0
+    sign = 1 if v < 0 else 0
+    a = abs(v)
+    e = a.numerator.bit_length() - a.denominator.bit_length()
+    if Fraction(2) ** e > a:
+        e -= 1
+    q = Fraction(2) ** max(e - 23, -149)
+    n, r = divmod(a, q)
+    n = int(n)
+    if r > q / 2 or (r == q / 2 and n & 1):
+        n += 1
+    val = n * q
+    if val >= Fraction(2) ** 128:
+        return sign << 31 | 0x7F800000
+    if n == 0:
+        return sign << 31
+    if val < Fraction(2) ** -126:
+        return sign << 31 | n
+    e = val.numerator.bit_length() - val.denominator.bit_length()
+    if Fraction(2) ** e > val:
+        e -= 1
+    return sign << 31 | (e + 127) << 23 | (int(val / Fraction(2) ** (e - 23)) & 0x7FFFFF)
+
+
+def reference(acc, terms, specs, first=False, nan=False):
+    acc = 0 if first else acc
+    e = (acc >> 23) & 255
+    if nan or (e == 255 and acc & 0x7FFFFF):
+        return NAN
+    if e == 255:
+        return acc
+    total = word_value(acc) + sum(Fraction(s) * Fraction(2) ** (x - t.bias)
+                                  for (s, x), t in zip(terms, specs))
+    return rne_fp32(total, negative_zero=total < 0)
+
+
+def check(specs, cases):
+    dut = ExactAdd(AccumSpec(specs))
+
+    async def bench(ctx):
+        for acc, terms, first, nan in cases:
+            ctx.set(dut.acc, acc)
+            ctx.set(dut.step.first, first)
+            ctx.set(dut.step.nan, nan)
+            for (sig, exp), t in zip(terms, specs):
+                ctx.set(dut.step[f"{t.name}_sig"], sig)
+                ctx.set(dut.step[f"{t.name}_exp"], exp)
+            got = ctx.get(dut.word)
+            expect = reference(acc, terms, specs, first, nan)
+            assert got == expect, f"acc {acc:#010x} terms {terms}: {got:#010x} != {expect:#010x}"
+
+    sim = Simulator(dut)
+    sim.add_testbench(bench)
+    sim.run()
+
+
+def f32(x):
+    return int(np.array(x, dtype=np.float32).view(np.uint32))
+
+
+ONE = f32(1.0)
+MAX = 0x7F7FFFFF
+INF = 0x7F800000
+
+
+def hif4_cases():
+    b = 104                                     # term = sig * 2**(exp - 104)
+    return [
+        (ONE, [(-(1 << 20), b - 20), (1, b - 80)], 0, 0),        # 1 - 1 + 2**-80
+        (ONE, [(-(1 << 20), b - 20), (-1, b - 104)], 0, 0),      # 1 - 1 - 2**-104
+        (ONE, [(-(1 << 20), b - 20), (0, 0)], 0, 0),             # exact zero -> +0
+        (0x80000000, [(0, 0), (0, 0)], 0, 0),                    # -0 + 0 -> +0
+        (ONE, [(1, b - 24), (0, 0)], 0, 0),                      # tie -> even (1.0)
+        (ONE, [(1, b - 24), (1, 0)], 0, 0),                      # above the tie
+        (f32(1.0) + 1, [(1, b - 24), (0, 0)], 0, 0),             # tie -> even (up)
+        (f32(-1.0), [(-1, b - 24), (1, 0)], 0, 0),               # below a negative tie
+        (ONE, [(-1, b - 25), (0, 0)], 0, 0),                     # just below 1.0
+        (f32(2.0 ** 100), [(-(1 << 22) + 1, 126), (1, 0)], 0, 0),
+        (f32(2.0 ** -126), [(-1, 0), (0, 0)], 0, 0),             # min normal - 2**-104
+        (MAX, [((1 << 22) - 1, 126), (0, 0)], 0, 0),
+        (INF, [(-(1 << 22), 126), (0, 0)], 0, 0),                # Inf stays Inf
+        (INF | 1 << 31, [(1 << 20, 100), (0, 0)], 0, 0),
+        (NAN, [(5, 50), (0, 0)], 0, 0),                          # NaN stays NaN
+        (NAN, [(5, 50), (0, 0)], 1, 0),                          # ... until first
+        (INF, [(5, 50), (3, 9)], 1, 0),
+        (ONE, [(5, 50), (3, 9)], 0, 1),                          # NaN scale in the step
+        (f32(-3.5), [(7, 104), (-7, 100)], 1, 0),                # first ignores acc
+    ]
+
+
+def wide_cases():
+    b = 300                                     # term = sig * 2**(exp - 300)
+    top = 1 << 15
+    return [
+        (0, [(-1, b - 151), (0, 0)], 0, 0),                      # rounds to -0
+        (0, [(1, b - 151), (0, 0)], 0, 0),                       # rounds to +0
+        (0, [(-1, b - 150), (0, 0)], 0, 0),                      # tie with 0 -> -0
+        (0, [(-1, b - 150), (-1, b - 200)], 0, 0),               # just past -> -2**-149
+        (0, [(3, b - 151), (0, 0)], 0, 0),                       # 1.5 ulp -> 2 ulp
+        (1, [(-1, b - 149), (1, b - 300)], 0, 0),                # subnormal cancels + tiny
+        (0x00800000, [(-1, b - 149), (0, 0)], 0, 0),             # normal -> subnormal
+        (0x007FFFFF, [(1, b - 150), (0, 0)], 0, 0),              # subnormal -> min normal
+        (MAX, [(1, b + 103), (0, 0)], 0, 0),                     # max + half ulp -> Inf
+        (MAX, [(1, b + 103), (-1, 0)], 0, 0),                    # a hair below -> max
+        (MAX | 1 << 31, [(-top, 511), (0, 0)], 0, 0),            # far beyond -> -Inf
+        (0, [(top - 1, 511), (-(top - 1), 511)], 0, 0),          # huge cancellation
+        (ONE, [(top - 1, 511), (-(top - 1), 511)], 0, 0),
+        (ONE, [(-1, b), (1, 0)], 0, 0),                          # 1 - 1 + 2**-300
+        (ONE, [(-1, b), (-1, 0)], 0, 0),
+    ]
+
+
+def random_cases(specs, n, seed):
+    rng = np.random.default_rng(seed)
+    cases = []
+    for _ in range(n):
+        e = int(rng.integers(0, 255))
+        acc = int(rng.integers(0, 2)) << 31 | e << 23 | int(rng.integers(0, 1 << 23))
+        terms = []
+        for t in specs:
+            sig = int(rng.integers(-(1 << (t.sig_bits - 1)), 1 << (t.sig_bits - 1)))
+            if rng.random() < 0.3:
+                sig >>= int(rng.integers(0, t.sig_bits))
+            terms.append((sig, int(rng.integers(0, t.top_exp + 1))))
+        if rng.random() < 0.3:                  # make the first term cancel acc's top bits
+            v = word_value(acc)
+            t = specs[0]
+            exp = min(max((v.numerator.bit_length() - v.denominator.bit_length())
+                          - (t.sig_bits - 3) + t.bias, 0), t.top_exp) if v else 0
+            sig = -int(v / Fraction(2) ** (exp - t.bias)) if v else 0
+            if -(1 << (t.sig_bits - 1)) <= sig < 1 << (t.sig_bits - 1):
+                terms[0] = (sig, exp)
+        cases.append((acc, terms, 0, 0))
+    return cases
+
+
+def test_hif4_terms_adversarial():
+    check(HIF4_TERMS, hif4_cases())
+
+
+def test_wide_terms_adversarial():
+    check(WIDE_TERMS, wide_cases())
+
+
+def test_random_pairs():
+    check(HIF4_TERMS, random_cases(HIF4_TERMS, 300, 1))
+    check(WIDE_TERMS, random_cases(WIDE_TERMS, 150, 2))
+
+
+@pytest.mark.slow
+def test_random_pairs_many():
+    check(HIF4_TERMS, random_cases(HIF4_TERMS, 2000, 3))
+    check(WIDE_TERMS, random_cases(WIDE_TERMS, 1000, 4))
+
+
+def test_window_geometry():
+    spec = AccumSpec(HIF4_TERMS)
+    assert (spec.lsb, spec.window) == (-149, 280)
+    spec = AccumSpec(WIDE_TERMS)
+    assert spec.lsb == -300
+    with pytest.raises(ValueError, match="distinct"):
+        AccumSpec([TermSpec("x", 4, 4, 0), TermSpec("x", 4, 4, 0)])
