@@ -28,6 +28,8 @@ it against a plain per-group transcription, bit for bit):
 * Step 8 / sign rule: the sign is copied from ``x + 0.0`` (which turns -0.0 into +0.0).
 """
 
+import threading
+
 import numpy as np
 
 from .codecs import E6M2_VALUES, HIF4_REC, S1P2_VALUES, bf16_round, encode_e6m2
@@ -74,36 +76,106 @@ def scale_codes(vmax):
     return np.where(np.isfinite(vmax), code, np.uint8(NAN_SCALE))
 
 
+class _Workspace:
+    """Preallocated kernel buffers for up to ``gmax`` groups of one dtype.
+
+    Reusing them across chunks avoids fresh allocations per chunk, which the C allocator
+    tends to return to the OS and fault in again (that alone cost over half the run time).
+    ``views(g)`` gives C-contiguous views for g <= gmax groups.
+    """
+
+    def __init__(self, gmax, dtype):
+        self.gmax = gmax
+        self.dtype = dtype
+        self._buf = {
+            "xt": (64, dtype), "a": (64, dtype), "vt": (64, dtype), "k": (64, np.float64),
+            "v16": (16, dtype), "v8": (8, dtype), "v4": (4, dtype), "v2": (2, dtype),
+            "vmax": (1, dtype), "rec": (1, np.float64), "bad": (1, np.bool_),
+            "t8": (8, np.float64), "b": (8, np.bool_), "v16r": (16, np.float64),
+            "c": (16, np.bool_), "sh": (16, np.int8), "idx": (16, np.intp),
+            "m": (16, np.float64), "d": (16, np.float64),
+        }
+        self._buf = {k: np.empty(n * gmax, dtype=t) for k, (n, t) in self._buf.items()}
+        self._views = {}
+
+    def views(self, g):
+        v = self._views.get(g)
+        if v is None:
+            if len(self._views) > 4:
+                self._views.clear()
+            v = self._views[g] = self._make_views(g)
+        return dict(v)
+
+    def _make_views(self, g):
+        shapes = {"xt": (4, 16, g), "a": (4, 16, g), "vt": (4, 16, g), "k": (4, 16, g),
+                  "v16": (16, g), "v8": (8, g), "v4": (4, g), "v2": (2, g), "vmax": (g,),
+                  "rec": (g,), "bad": (g,), "t8": (8, g), "b": (8, g), "v16r": (16, g),
+                  "c": (16, g), "sh": (16, g), "idx": (16, g), "m": (16, g), "d": (16, g)}
+        return {k: self._buf[k][:int(np.prod(v))].reshape(v) for k, v in shapes.items()}
+
+
+_LOCAL = threading.local()
+
+
+def _workspace(g, dtype):
+    key = np.dtype(dtype).str
+    cache = getattr(_LOCAL, "work", None)
+    if cache is None:
+        cache = _LOCAL.work = {}
+    work = cache.get(key)
+    if work is None or work.gmax < g:
+        work = cache[key] = _Workspace(max(g, 64), np.dtype(dtype))
+    return work.views(g)
+
+
 def _kernel(x):
     """Steps 1-7 on a chunk ``x`` (G, 64) of float32 or float64.
 
-    Returns ``(xt, k, code, b, sh, bad)``: ``xt`` the input transposed to (4, 16, G) with
-    -0.0 turned into +0.0, ``k`` (4, 16, G) float64 holding k_i, ``code`` (G,) intp E6M2
-    codes (garbage for NaN groups), ``b`` (8, G) bool, ``sh`` (16, G) b + c, ``bad`` (G,)
-    NaN/Inf groups.
+    Returns a dict of workspace views: ``xt`` the input transposed to (4, 16, G) with -0.0
+    turned into +0.0, ``k`` (4, 16, G) float64 holding k_i, ``code`` (G,) intp E6M2 codes
+    (meaningless for NaN groups), ``b`` (8, G) bool, ``sh`` (16, G) b + c, ``idx``
+    3 * code + sh, ``bad`` (G,) NaN/Inf groups, and scratch. Valid until the next call.
     """
     g = x.shape[0]
-    xt = np.empty((4, 16, g), dtype=x.dtype)
+    w = _workspace(g, x.dtype)
+    xt, a, v16, v8, v4, v2, vmax = (w[n] for n in ("xt", "a", "v16", "v8", "v4", "v2",
+                                                   "vmax"))
     np.add(x.reshape(g, 16, 4).transpose(2, 1, 0), x.dtype.type(0), out=xt)
-    a = np.abs(xt)
-    v16 = np.maximum(np.maximum(a[0], a[1]), np.maximum(a[2], a[3]))         # (16, G)
-    v8 = np.maximum(v16[0::2], v16[1::2])                                      # (8, G)
-    v4 = np.maximum(v8[0::2], v8[1::2])
-    v2 = np.maximum(v4[0::2], v4[1::2])
-    vmax = np.maximum(v2[0], v2[1])
-    code = np.searchsorted(_SCALE_THRESHOLDS, vmax, side="right")
-    bad = ~np.isfinite(vmax)
-    rec = HIF4_REC[code]
-    b = v8 * rec >= 4.0                                                         # step 5
-    v16r = (v16 * rec).reshape(8, 2, g)
-    c = v16r >= np.where(b, 4.0, 2.0)[:, None, :]                              # step 6
-    sh = (c.view(np.int8) + b.view(np.int8)[:, None, :]).reshape(16, g)
-    idx = sh + 3 * code
-    k = np.multiply(a, np.take(_M_TABLE, idx), dtype=np.float64)               # step 7
+    np.abs(xt, out=a)
+    np.maximum(a[0], a[1], out=v16)                                            # step 1
+    np.maximum(v16, a[2], out=v16)
+    np.maximum(v16, a[3], out=v16)
+    np.maximum(v16[0::2], v16[1::2], out=v8)
+    np.maximum(v8[0::2], v8[1::2], out=v4)
+    np.maximum(v4[0::2], v4[1::2], out=v2)
+    np.maximum(v2[0], v2[1], out=vmax)
+    code = np.searchsorted(_SCALE_THRESHOLDS, vmax, side="right")             # steps 2-3
+    np.isfinite(vmax, out=w["bad"])
+    np.logical_not(w["bad"], out=w["bad"])
+    rec = np.take(HIF4_REC, code, out=w["rec"], mode="clip")                   # step 4
+    b, t8 = w["b"], w["t8"]
+    np.multiply(v8, rec, out=t8)
+    np.greater_equal(t8, 4.0, out=b)                                           # step 5
+    np.multiply(b, 2.0, out=t8)                                                # 2^(1+b)
+    t8 += 2.0
+    np.multiply(v16, rec, out=w["v16r"])
+    c = w["c"]
+    np.greater_equal(w["v16r"].reshape(8, 2, g), t8[:, None, :],
+                     out=c.reshape(8, 2, g))                                   # step 6
+    sh = w["sh"]
+    np.add(c.view(np.int8).reshape(8, 2, g), b.view(np.int8)[:, None, :],
+           out=sh.reshape(8, 2, g))
+    idx = w["idx"]
+    np.multiply(code, 3, out=idx)
+    np.add(idx, sh, out=idx)
+    k = w["k"]
+    np.take(_M_TABLE, idx, out=w["m"], mode="clip")
+    np.multiply(a, w["m"], out=k)                                              # step 7
     k += 0.5
     np.floor(k, out=k)
     np.minimum(k, 7.0, out=k)
-    return xt, k, code, b, sh, idx, bad
+    w["code"] = code
+    return w
 
 
 def _as_kernel_input(x):
@@ -116,9 +188,12 @@ def fake_quantize_groups(x, out):
     x = _as_kernel_input(x)
     g = x.shape[0]
     with np.errstate(invalid="ignore", over="ignore"):
-        xt, k, code, b, sh, idx, bad = _kernel(x)
-        vt = np.multiply(k, np.take(_D_TABLE, idx), dtype=x.dtype)
-        np.copysign(vt, xt, out=vt)
+        w = _kernel(x)
+        vt = w["vt"]
+        np.take(_D_TABLE, w["idx"], out=w["d"], mode="clip")
+        np.multiply(w["k"], w["d"], out=vt, casting="same_kind")
+        np.copysign(vt, w["xt"], out=vt)
+    bad = w["bad"]
     if bad.any():
         vt[:, :, bad] = np.nan
     dst = out.reshape(g, 16, 4).transpose(2, 1, 0)
@@ -133,8 +208,9 @@ def quantize_groups(x):
     x = _as_kernel_input(x)
     g = x.shape[0]
     with np.errstate(invalid="ignore", over="ignore"):
-        xt, k, code, b, sh, idx, bad = _kernel(x)
-        k = np.where(bad, 0.0, k).astype(np.uint8)
+        w = _kernel(x)
+        xt, code, b, sh, bad = w["xt"], w["code"], w["b"], w["sh"], w["bad"].copy()
+        k = np.where(bad, 0.0, w["k"]).astype(np.uint8)
     s = (xt < 0).view(np.uint8) << 3
     elem = np.ascontiguousarray((k | s).transpose(2, 1, 0)).reshape(g, 64)
     l2 = b.T.astype(np.uint8)

@@ -29,7 +29,7 @@ _ELEMENT_MODULES = {"hif8": _hif8, "bf16": _bf16}
 _OPTIONS = {"hif4": {}, "mxfp4": {}, "nvfp4": {"tensor_scale": True}, "hif8": {}, "bf16": {}}
 
 #: Elements processed per chunk by the block quantizers (keeps temporaries in cache).
-CHUNK_ELEMS = 1 << 15
+CHUNK_ELEMS = 1 << 16
 
 
 def _dtype_ok(dtype):
