@@ -92,8 +92,7 @@ def test_dtypes_and_axes(fmt, dtype):
         _check(x, fmt, axis=axis)
 
 
-@pytest.mark.parametrize("fmt", ["hif4", pytest.param("mxfp4", marks=pytest.mark.slow),
-                                 pytest.param("nvfp4", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("fmt", ["hif4", "mxfp4", "nvfp4"])
 def test_million_values_against_spec(fmt):
     """>= 10^6 values, magnitudes 2^-60..2^25, zeros, ties (and for HiF4 the y + 0.5 step),
     float32 and float64 values: the model equals the spec reference bit for bit."""
