@@ -424,7 +424,8 @@ def format_table(results):
 
 
 def plot_curves(results, path):
-    """Accuracy (rollout precision) vs GRPO step, mean over seeds, one panel per format."""
+    """Per format (columns): greedy accuracy in the rollout precision vs GRPO step (top) and
+    the rollout reward per step, moving average of 5 (bottom); means over seeds."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -432,25 +433,49 @@ def plot_curves(results, path):
 
     runs = results["runs"]
     families = [f for f in FP4 if any(row["family"] == f for row in results["summary"])]
-    fig, axes = plt.subplots(1, len(families), figsize=(6 * len(families), 4.5), sharey=True,
+    fig, axes = plt.subplots(2, len(families), figsize=(6 * len(families), 8.5), sharey="row",
                              squeeze=False)
     base = results["summary"][0]["config"]
-    for ax, fam in zip(axes[0], families):
+    colors = {"bf16": "tab:gray", "W4A16": "tab:blue", "W16A4": "tab:orange",
+              "W4A4": "tab:red", "+dense": "tab:green", "+2:4": "tab:purple",
+              "+channel50": "tab:brown", "+block32x64": "tab:olive"}
+
+    def mean_curve(name, key, sub):
+        rs = [r for r in runs if r["config"] == name]
+        n = len(rs[0][key][sub])
+        return [sum(r[key][sub][i] for r in rs) / len(rs) for i in range(n)]
+
+    def smooth(values, k=5):
+        return [sum(values[max(0, i - k + 1):i + 1]) / len(values[max(0, i - k + 1):i + 1])
+                for i in range(len(values))]
+
+    for col, fam in enumerate(families):
         names = [base] + [row["config"] for row in results["summary"] if row["family"] == fam]
         for name in names:
+            train, rollout = name.split("/")
+            kind = next((k for k in colors if k.startswith("+") and rollout.endswith(k)), None)
+            kind = kind or ("bf16" if rollout == "bf16" else rollout.split("-")[-1])
+            style = {"color": colors.get(kind, "black"), "label": name,
+                     "linestyle": "--" if train == "bf16" else "-"}
+            if name == base:
+                style.update(color="black", linewidth=2.5)
             rs = [r for r in runs if r["config"] == name]
             steps = rs[0]["curve"]["step"]
-            acc = [100 * sum(r["curve"]["acc"][i] for r in rs) / len(rs) for i in range(len(steps))]
-            style = dict(color="black", linewidth=2.5) if name == base else {}
-            if name.startswith("bf16/") and name != base:
-                style["linestyle"] = "--"
-            ax.plot(steps, acc, marker="o", markersize=3, label=name, **style)
-        ax.set_title(f"{fam}: greedy accuracy in rollout precision")
-        ax.set_xlabel("GRPO step")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="lower right")
+            acc = [100 * v for v in mean_curve(name, "curve", "acc")]
+            axes[0][col].plot(steps, acc, marker="o", markersize=3, **style)
+            reward = smooth([100 * v for v in mean_curve(name, "history", "reward")])
+            axes[1][col].plot(range(1, len(reward) + 1), reward, **style)
+        axes[0][col].set_title(f"{fam}: greedy eval accuracy in rollout precision")
+        axes[1][col].set_title(f"{fam}: rollout reward (moving average of 5)")
+        axes[1][col].set_xlabel("GRPO step")
+        for row in (0, 1):
+            axes[row][col].grid(alpha=0.3)
+        axes[0][col].legend(fontsize=7, loc="best")
     axes[0][0].set_ylabel("accuracy (%)")
-    fig.suptitle(f"seeds {', '.join(map(str, results['seeds']))} (mean); dashed: BF16 training")
+    axes[1][0].set_ylabel("reward (%)")
+    fig.suptitle(f"GRPO on {results['settings']['digits']}-digit addition; mean over seeds "
+                 f"{', '.join(map(str, results['seeds']))}; dashed = BF16 training, "
+                 "solid = FP4 training")
     fig.tight_layout()
-    fig.savefig(path, format="png", dpi=90, metadata={"Software": None})
+    fig.savefig(path, format="png", dpi=80, metadata={"Software": None})
     plt.close(fig)
