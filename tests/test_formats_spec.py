@@ -118,3 +118,20 @@ def test_million_values_against_spec(fmt):
     x32 = x[: x.shape[0] // 4].astype(np.float32)
     want = np.array(ref.fake_quantize_ref(x32, fmt, **opts), dtype=np.float32)  # exact
     assert bits_equal(fake_quantize(x32, fmt, **opts), want)
+
+
+@pytest.mark.parametrize("fmt", ["hif4", "mxfp4", "nvfp4", "hif8", "bf16"])
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
+def test_narrow_dtypes_at_their_range_ends(fmt, dtype):
+    """Outputs that overflow float16 (HiF4 can reach 1.12 Vmax), land in its subnormals, or
+    need the single RNE from the exact value into bfloat16."""
+    rng = np.random.default_rng(21)
+    info = ml_dtypes.finfo(dtype)
+    top = float(info.max)
+    tiny = float(info.smallest_subnormal)
+    groups = [rng.uniform(0.5, 1.0, (4, 64)) * top,
+              rng.uniform(0.0, 64.0, (4, 64)) * tiny,
+              np.ldexp(1 + rng.random((4, 64)), rng.integers(-26, -10, (4, 64))),
+              rng.standard_normal((4, 64)) * 1000]
+    x = (np.concatenate(groups) * rng.choice([-1.0, 1.0], (16, 64))).astype(dtype)
+    _check(x, fmt)

@@ -3,10 +3,28 @@ sign rule (sign bit iff the input is < 0, so -0.0 gives +0) and NaN -> 0x7FC0.""
 
 import numpy as np
 
-from .codecs import decode_bf16, encode_bf16
+from .codecs import bf16_round, decode_bf16, encode_bf16
 from .table import FORMATS
 
 SPEC = FORMATS["bf16"]
+
+
+def _round_narrow(x):
+    """BF16 values, as float32, of a float16 / bfloat16 / float32 array of >= 1 dimension.
+
+    float16 -> float32 is exact; the float32 word is rounded RNE to its top 16 bits (float32
+    and bfloat16 share the exponent range, subnormals included). -0.0 becomes +0.0 first."""
+    xf = np.add(x, np.float32(0), dtype=np.float32)
+    bits = xf.view(np.uint32)
+    r = (bits >> np.uint32(16)) & np.uint32(1)
+    r += np.uint32(0x7FFF)
+    r += bits
+    r &= np.uint32(0xFFFF0000)
+    y = r.view(np.float32)
+    nan = np.isnan(xf)
+    if nan.any():
+        y[nan] = np.nan
+    return y
 
 
 def quantize_elements(x):
@@ -15,9 +33,7 @@ def quantize_elements(x):
     if x.ndim == 0:
         return {"code": quantize_elements(x.reshape(1))["code"].reshape(())}
     if x.dtype in (np.float16, np.float32) or x.dtype.name == "bfloat16":
-        y = fake_quantize_elements(x)
-        if y.dtype != np.float32:
-            y = y.astype(np.float32)                     # exact
+        y = _round_narrow(x)
         code = (y.view(np.uint32) >> np.uint32(16)).astype(np.uint16)
         code[np.isnan(y)] = 0x7FC0
         return {"code": code}
@@ -32,26 +48,15 @@ def dequantize_elements(fields):
 
 
 def fake_quantize_elements(x):
-    """Dequantized BF16 values in x's dtype (float32 by bit rounding, others via float64)."""
+    """Dequantized BF16 values in x's dtype, each rounded once from the exact BF16 value."""
     x = np.asarray(x)
     if x.dtype.name == "bfloat16":
         return x + x.dtype.type(0)                      # identity, -0.0 -> +0.0
     if x.ndim == 0:
         return fake_quantize_elements(x.reshape(1)).reshape(())
-    if x.dtype in (np.float16, np.float32):
-        # float16 -> float32 is exact; RNE to the top 16 bits of the float32 word (the
-        # float32 and bfloat16 exponent ranges agree, subnormals included).
-        xf = np.add(x, np.float32(0), dtype=np.float32)  # -0.0 -> +0.0
-        bits = xf.view(np.uint32)
-        r = (bits >> np.uint32(16)) & np.uint32(1)
-        r += np.uint32(0x7FFF)
-        r += bits
-        r &= np.uint32(0xFFFF0000)
-        y = r.view(np.float32)
-        nan = np.isnan(xf)
-        if nan.any():
-            y[nan] = np.nan
-        return y if x.dtype == np.float32 else y.astype(np.float16)
-    x = np.asarray(x, dtype=np.float64)
-    from .codecs import bf16_round
-    return bf16_round(x + 0.0)
+    if x.dtype == np.float32:
+        return _round_narrow(x)
+    if x.dtype == np.float16:
+        with np.errstate(over="ignore"):
+            return _round_narrow(x).astype(np.float16)  # exact value -> one RNE
+    return bf16_round(np.asarray(x, dtype=np.float64) + 0.0)
