@@ -6,26 +6,31 @@ One step holds 64 elements of each operand as two MXFP4 blocks (block 0 in the l
 bits). For each block pair ``b``:
 
 1. element decode and products: E2M1 x E2M1 is an exact signed 9-bit integer in units of 1/4
-   (:mod:`hwgen.e2m1`: a 2x2-bit multiplier and a 0..4 shift per product, no alignment);
+   (:mod:`hwgen.e2m1`: a 2x2-bit multiplier and a 0..4 shift per product);
 2. block reduction: the 32 products share both block scales, so they add as integers in an
    adder tree, exact in 14 bits;
-3. scale path: the two E8M0 codes add to the exponent of that sum's unit,
-   ``ea + ew - 254 - 2`` (-256..252); either code 255 makes the step NaN.
+3. scale path (:class:`E8M0ScalePair`): the two E8M0 codes add to the exponent field
+   ``sa + sw`` of that sum's unit ``2**(sa + sw - 256)``; code 255 makes the step NaN.
 
-The two block sums are then handed to the shared exact accumulator
-(:mod:`hwgen.accum`) as two ``(significand, exponent)`` terms: it aligns them by their
-exponents and adds them to the FP32 accumulator exactly, with one RNE rounding per step.
-With the optional 2:4 residual (``docs/mxfp4_residual.md``) two more terms join: 16 kept
-residual elements per block, each multiplied by the weight element its 2-bit position
-selects, exact in 13 bits, at exponent ``er + ew - 256``.
+The two block sums are then handed to the shared exact accumulator (:mod:`hwgen.accum`) as
+two ``(significand, exponent)`` terms: it aligns them by their exponents and adds them to
+the FP32 accumulator exactly, with one RNE rounding per step. With the optional 2:4 residual
+(``docs/mxfp4_residual.md``) two more terms join: 16 kept residual elements per block, each
+multiplied by the weight element its 2-bit position selects (a 4:1 multiplexer), exact in 13
+bits, at ``2**(sr + sw - 256)``. A ``dense`` residual (a second full MXFP4 step, as in
+``sim.dot``) adds two 14-bit terms the same way.
 
-Compared with MXDOTP (pulp-platform/cvfpu, ``fpnew_mxdotp_multi``): MXDOTP takes one
-block slice per instruction with its two scales and an FP32 addend, shifts every element
-product by its own exponent into one fixed-point window, adds the window with the shifted
-addend and rounds. Here the element products are already integers on one grid, so the
-per-product shifters disappear (a 2x2 multiplier and a small shift per product); only the
-two (four with residual) block sums are aligned, and they are aligned exactly, together with
-the accumulator, so a step of 64 elements costs one rounding whatever the scale spread.
+Compared with MXDOTP (pulp-platform/cvfpu, ``fpnew_mxdotp_multi``): MXDOTP takes one block
+slice (a few elements sharing one scale pair) per instruction together with an FP32 addend;
+it shifts every element product into a fixed-point window, sums the window in an adder tree,
+then aligns the addend to that window (bits shifted out become a sticky bit), normalises and
+rounds. Here a whole 64-element step, two blocks with two scale pairs, costs one rounding:
+the products of a block are small integers on one grid, so each block reduces in a plain
+integer adder tree, and only the block sums are aligned, exactly, against the accumulator
+in the shared window. The result is the correctly rounded exact sum for any scale spread;
+the price is the window width, which the E8M0 range sets: block terms span ``2**-256`` to
+``2**265``, so the MXFP4 window is 525 bits (526 with a residual) against about 280 for HiF4
+and NVFP4.
 """
 
 from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
