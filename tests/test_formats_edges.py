@@ -340,3 +340,19 @@ def test_elementwise_zero_dim(fmt, dtype):
         assert y.shape == () and y.dtype == x.dtype
         assert bits_equal(quantize(x, fmt).dequantize(), y)
         assert bits_equal(y.reshape(1), fake_quantize(x.reshape(1), fmt))
+
+
+@pytest.mark.parametrize("fmt", ALL_FORMATS)
+def test_tensors_larger_than_a_chunk(fmt):
+    """Chunked processing (65536 elements at a time) changes nothing."""
+    rng = np.random.default_rng(10)
+    x = (rng.standard_normal((3, 50000)) * np.exp2(rng.integers(-20, 20, (3, 1))))
+    x = x.astype(np.float32)
+    x[1, 777] = np.nan
+    y = fake_quantize(x, fmt)
+    qt = quantize(x, fmt)
+    assert bits_equal(qt.dequantize(), y)
+    opts = {"tensor_scale": False} if fmt == "nvfp4" else {}
+    pieces = [fake_quantize(x[:, lo:lo + 3200], fmt, **opts) for lo in range(0, 50000, 3200)]
+    assert bits_equal(fake_quantize(x, fmt, **opts), np.concatenate(pieces, axis=1))
+    _vs_ref(x[:, :640], fmt)

@@ -123,6 +123,24 @@ def _run_groups(fn, xg, block, *args):
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
+def _elementwise(fn, x):
+    """Apply an element-wise quantizer chunk by chunk over the C-order flattening of x.
+
+    ``fn`` returns an array or a dict of arrays shaped like its input."""
+    if x.ndim == 0 or x.size <= CHUNK_ELEMS:
+        y = fn(x)
+    else:
+        flat = x.reshape(-1)
+        parts = [fn(flat[lo:lo + CHUNK_ELEMS]) for lo in range(0, flat.size, CHUNK_ELEMS)]
+        if isinstance(parts[0], dict):
+            y = {k: np.concatenate([p[k] for p in parts]).reshape(x.shape) for k in parts[0]}
+        else:
+            y = np.concatenate(parts).reshape(x.shape)
+    if isinstance(y, dict):
+        return {k: v if v.flags.c_contiguous else v.copy(order="C") for k, v in y.items()}
+    return y if y.flags.c_contiguous else y.copy(order="C")
+
+
 class QuantizedTensor:
     """A tensor in one of the formats: integer codes and scales plus shape and axis.
 
@@ -271,7 +289,7 @@ def quantize(x, fmt, axis=-1, **options):
     x = _as_input(x)
     axis = _check_axis(axis, x.ndim, fmt)
     if fmt in _ELEMENT_MODULES:
-        fields = _ELEMENT_MODULES[fmt].quantize_elements(x)
+        fields = _elementwise(_ELEMENT_MODULES[fmt].quantize_elements, x)
         return QuantizedTensor(fmt, x.shape, axis, x.dtype, fields, options)
     spec = FORMATS[fmt]
     xg, lead, nb = _block_view(x, axis, spec.block)
@@ -302,8 +320,7 @@ def fake_quantize(x, fmt, axis=-1, **options):
     x = _as_input(x)
     axis = _check_axis(axis, x.ndim, fmt)
     if fmt in _ELEMENT_MODULES:
-        y = _ELEMENT_MODULES[fmt].fake_quantize_elements(x)
-        return y if y.flags.c_contiguous else y.copy(order="C")
+        return _elementwise(_ELEMENT_MODULES[fmt].fake_quantize_elements, x)
     module = _BLOCK_MODULES[fmt]
     block = FORMATS[fmt].block
     xg, lead, nb = _block_view(x, axis, block)
