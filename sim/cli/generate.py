@@ -67,6 +67,7 @@ def run(args):
         try:
             component = build_unit(unit, **params)
         except ValueError as exc:
+            print(f"\r{' ' * 70}\r", end="", file=sys.stderr)
             raise CLIError(str(exc)) from None
         for name, text in unit_files(component).items():
             with atomic_output(out / name) as handle:
