@@ -147,8 +147,8 @@ def _estimate(components, coeffs=None):
         blocks[comp.block] = blocks.get(comp.block, 0.0) + comp.cost(coeffs)
         if comp.family in ("reg", "regp", "rege"):
             ffs += int(comp.count * comp.params[0])
-    glue = coeffs.get("glue", 1.0)
-    blocks = {k: v * glue for k, v in sorted(blocks.items())}
+    calib = coeffs.get("calibration", {})
+    blocks = {k: v * calib.get(k, {}).get("factor", 1.0) for k, v in sorted(blocks.items())}
     return AreaEstimate(sum(blocks.values()), blocks, ffs, list(components))
 
 

@@ -162,7 +162,7 @@ class UnitTiming:
             return 0
         return sum(1 + o for o in offs[1:]) + 1 + self.out_offset
 
-    def run(self, last, stimulus=None):
+    def run(self, last, stimulus=None, *, fast=True):
         """Input and output transfer cycles for a step stream.
 
         Parameters
@@ -178,6 +178,10 @@ class UnitTiming:
         UnitRun
         """
         stim = stimulus or Stimulus()
+        if fast and type(stim) is Stimulus and self.seg_offsets:
+            res = _fast_run(self, last, stim)
+            if res is not None:
+                return res
         n = len(last)
         offs = self.seg_offsets
         nseg = len(offs)
@@ -228,6 +232,125 @@ class UnitTiming:
         return UnitRun(in_cycles, valid_cycles, out_cycles)
 
 
+_C_SOURCE = r"""
+/* The step recurrence of UnitTiming.run for a plain Stimulus (gaps, arrivals, ready). */
+long run(long nseg, const long *offs, long acc, long out_off, long n,
+         const unsigned char *last, const long *gaps, const long *arrivals, long start,
+         const long *nxt, long nnext, long *in_c, long *valid_c, long *out_c, long *leave)
+{
+    long prev_in = -1, k = 0;
+    for (long s = 0; s < nseg; s++) leave[s] = -1;
+    for (long i = 0; i < n; i++) {
+        long v = prev_in + 1 > start ? prev_in + 1 : start;
+        if (gaps) v += gaps[i];
+        if (arrivals && arrivals[i] > v) v = arrivals[i];
+        valid_c[i] = v;
+        long t = v, x0 = 0, xprev = 0;
+        for (long s = 0; s < nseg; s++) {
+            t += offs[s];
+            if (leave[s] > t) t = leave[s];
+            if (s == 0) x0 = t; else leave[s - 1] = t;
+            xprev = t;
+            t += 1;
+        }
+        in_c[i] = x0;
+        prev_in = x0;
+        if (acc && !last[i]) {
+            leave[nseg - 1] = xprev + 1;
+        } else {
+            long o = xprev + 1 + out_off;
+            if (o < nnext) o = nxt[o];
+            out_c[k++] = o;
+            leave[nseg - 1] = o;
+        }
+    }
+    return k;
+}
+"""
+_C_LIB = []
+
+
+def _load_c():
+    """Compile (once, cached under build/cyclesim) and load the C recurrence; None if no C
+    compiler is available (the pure-Python loop is used then)."""
+    if _C_LIB:
+        return _C_LIB[0]
+    import ctypes
+    import hashlib
+    import shutil
+    import subprocess
+    import sysconfig
+
+    lib = None
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc:
+        key = hashlib.sha256(_C_SOURCE.encode()).hexdigest()[:16]
+        folder = Path(__file__).resolve().parents[1] / "build" / "cyclesim"
+        ext = sysconfig.get_config_var("SHLIB_SUFFIX") or ".so"
+        so = folder / f"recurrence_{key}{ext}"
+        try:
+            if not so.exists():
+                folder.mkdir(parents=True, exist_ok=True)
+                src = folder / f"recurrence_{key}.c"
+                src.write_text(_C_SOURCE)
+                tmp = folder / f".{so.name}.{__import__('os').getpid()}"
+                subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", str(tmp), str(src)],
+                               check=True, capture_output=True, timeout=120)
+                __import__("os").replace(tmp, so)
+            lib = ctypes.CDLL(str(so))
+            lib.run.restype = ctypes.c_long
+        except (OSError, subprocess.SubprocessError):
+            lib = None
+    _C_LIB.append(lib)
+    return lib
+
+
+def _fast_run(timing, last, stim):
+    lib = _load_c()
+    if lib is None:
+        return None
+    import ctypes
+
+    import numpy as np
+
+    n = len(last)
+    lng = ctypes.c_long
+    i64 = np.int64 if ctypes.sizeof(lng) == 8 else np.int32
+
+    def arr(x):
+        return np.ascontiguousarray(x, dtype=i64)
+
+    def ptr(a):
+        return a.ctypes.data_as(ctypes.POINTER(lng))
+
+    offs = arr(timing.seg_offsets)
+    lastv = np.ascontiguousarray(np.asarray(last, dtype=bool), dtype=np.uint8)
+    gaps = None
+    if stim.gaps is not None:
+        gaps = arr(stim.gaps)
+        if len(gaps) < n:
+            gaps = np.concatenate([gaps, np.zeros(n - len(gaps), dtype=i64)])
+    arrivals = None
+    if stim.arrivals is not None:
+        arrivals = arr(stim.arrivals)
+        if len(arrivals) < n:
+            arrivals = np.concatenate([arrivals, np.full(n - len(arrivals), -1, dtype=i64)])
+    nxt = arr(stim._next if stim._next is not None else [])
+    nnext = max(len(nxt) - 1, 0)
+    in_c = np.empty(n, dtype=i64)
+    valid_c = np.empty(n, dtype=i64)
+    out_c = np.empty(n, dtype=i64)
+    leave = np.empty(len(offs), dtype=i64)
+    k = lib.run(lng(len(offs)), ptr(offs), lng(int(timing.has_accumulator)),
+                lng(timing.out_offset), lng(n),
+                lastv.ctypes.data_as(ctypes.POINTER(ctypes.c_ubyte)),
+                ptr(gaps) if gaps is not None else None,
+                ptr(arrivals) if arrivals is not None else None, lng(stim.start),
+                ptr(nxt) if nnext else None, lng(nnext), ptr(in_c), ptr(valid_c), ptr(out_c),
+                ptr(leave))
+    return UnitRun(in_c, valid_c, out_c[:k])
+
+
 class Stimulus:
     """Input valid gaps and output ready pattern, as the cocotb bench drives them.
 
@@ -247,30 +370,40 @@ class Stimulus:
     """
 
     def __init__(self, gaps=None, arrivals=None, ready=None, start=0):
-        self.gaps = None if gaps is None else list(gaps)
-        self.arrivals = None if arrivals is None else list(arrivals)
+        import numpy as np
+
+        self.gaps = None if gaps is None else np.asarray(gaps, dtype=np.int64)
+        self.arrivals = None if arrivals is None else np.asarray(arrivals, dtype=np.int64)
         self.start = start
         if ready is None:
             self._next = None
         else:
-            ready = [bool(x) for x in ready]
-            nxt = [0] * (len(ready) + 1)
-            nxt[len(ready)] = len(ready)
-            for t in range(len(ready) - 1, -1, -1):
-                nxt[t] = t if ready[t] else nxt[t + 1]
-            self._next = nxt
+            ready = np.asarray(ready, dtype=bool)
+            n = len(ready)
+            idx = np.where(ready, np.arange(n, dtype=np.int64), n)
+            nxt = np.minimum.accumulate(idx[::-1])[::-1] if n else idx
+            self._next = np.append(nxt, n).astype(np.int64)
         self.ready = ready
+        self._py = None
+
+    def _lists(self):
+        if self._py is None:
+            self._py = (None if self.gaps is None else self.gaps.tolist(),
+                        None if self.arrivals is None else self.arrivals.tolist(),
+                        None if self._next is None else self._next.tolist())
+        return self._py
 
     def valid_from(self, i, prev_in):
+        gaps, arrivals, _ = self._lists()
         t = max(self.start, prev_in + 1)
-        if self.gaps is not None and i < len(self.gaps):
-            t += self.gaps[i]
-        if self.arrivals is not None and i < len(self.arrivals):
-            t = max(t, self.arrivals[i])
+        if gaps is not None and i < len(gaps):
+            t += gaps[i]
+        if arrivals is not None and i < len(arrivals):
+            t = max(t, arrivals[i])
         return t
 
     def next_ready(self, k, t):
-        nxt = self._next
+        nxt = self._lists()[2]
         if nxt is None or t >= len(nxt) - 1:
             return t
         return nxt[t]
@@ -279,11 +412,19 @@ class Stimulus:
 @dataclass
 class UnitRun:
     """Transfer cycles of one unit run: inputs (``in_cycles``), the first cycle each input
-    was valid (``valid_cycles``) and outputs (``out_cycles``)."""
+    was valid (``valid_cycles``) and outputs (``out_cycles``): lists of int, or int64 NumPy
+    arrays from the compiled recurrence; compare with :meth:`same_cycles`."""
 
     in_cycles: list
     valid_cycles: list
     out_cycles: list
+
+    def same_cycles(self, in_cycles, out_cycles):
+        """Whether the input and output transfer cycles equal the given sequences."""
+        import numpy as np
+
+        return (np.array_equal(np.asarray(self.in_cycles), np.asarray(in_cycles))
+                and np.array_equal(np.asarray(self.out_cycles), np.asarray(out_cycles)))
 
 
 @dataclass

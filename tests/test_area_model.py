@@ -1,0 +1,74 @@
+"""Analytic area model: coefficient file, component costs, and the model against synthesis of
+every configuration in the checked-in table (the 10% bar)."""
+
+import json
+import time
+
+import pytest
+
+from sim import area_model
+from sim.cost import table
+
+
+def test_coefficients_reproduce_their_primitives():
+    coeffs = area_model.load_coeffs()
+    assert coeffs["flow"].startswith("read_verilog")
+    for fam, info in coeffs["families"].items():
+        assert fam in area_model.FEATURES
+        worst = 0.0
+        for sample in info["samples"]:
+            model = area_model.component_cost(fam, tuple(sample["params"]), coeffs)
+            worst = max(worst, abs(model - sample["nand2"]) / sample["nand2"])
+        assert worst == pytest.approx(info["max_rel_error"], abs=1e-3), fam
+        assert worst < 0.25, fam
+
+
+def test_register_cost_is_one_flop_and_mux_per_bit():
+    # $_DFF_P_ = 16 transistors = 4 NAND2; enable + synchronous reset add 5 NAND2 per bit
+    assert area_model.component_cost("regp", (10,)) == pytest.approx(40)
+    assert area_model.component_cost("reg", (10,)) == pytest.approx(90)
+
+
+def test_bad_names_rejected():
+    with pytest.raises(ValueError, match="Component family must be one of"):
+        area_model.features("fpu", (1,))
+    with pytest.raises(ValueError, match="Unit must be one of"):
+        area_model.unit_inventory("fp8")
+
+
+def _entries():
+    return sorted(table.load_table().values(), key=lambda e: e["manifest"]["module"])
+
+
+def test_model_within_ten_percent_of_synthesis_everywhere():
+    entries = _entries()
+    assert entries
+    worst = 0.0
+    for entry in entries:
+        est = area_model.estimate_manifest(entry["manifest"])
+        err = abs(est.nand2 - entry["nand2"]) / entry["nand2"]
+        worst = max(worst, err)
+        assert err <= 0.10, (entry["manifest"]["module"], est.nand2, entry["nand2"])
+    print(f"worst-case model error {worst:.1%} over {len(entries)} configurations")
+
+
+def test_model_answers_instantly():
+    man = _entries()[0]["manifest"]
+    t0 = time.perf_counter()
+    for _ in range(20):
+        area_model.estimate_manifest(man)
+    assert (time.perf_counter() - t0) / 20 < 0.05
+
+
+def test_model_blocks_and_structure():
+    by = {(e["manifest"]["unit"], e["manifest"]["parameters"]["residual"]): e
+          for e in _entries()}
+    for (unit, residual), entry in by.items():
+        est = area_model.estimate_manifest(entry["manifest"])
+        assert est.nand2 == pytest.approx(sum(est.blocks.values()))
+        assert any(k.startswith("accum") for k in est.blocks)
+        json.dumps(est.blocks)
+    if ("hif4", "none") in by and ("hif4", "2:4") in by:
+        a = area_model.estimate_manifest(by["hif4", "none"]["manifest"]).nand2
+        b = area_model.estimate_manifest(by["hif4", "2:4"]["manifest"]).nand2
+        assert b > a

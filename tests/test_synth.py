@@ -1,0 +1,139 @@
+"""Yosys synthesis runner: report parsing, the issue-5 flow on a small module, the cache, and
+(slow) a fresh synthesis of every unit in the checked-in table."""
+
+import json
+
+import pytest
+
+from sim.cost import primitives, synth, table
+
+STAT = """
+=== top ===
+
+        +----------Local Count, excluding submodules.
+        |
+       98 wires
+      123 cells
+       25   $_DFF_P_
+       25   $_NAND_
+       50   $_NOR_
+       23   $_NOT_
+        1 submodules
+        1   sub
+
+   Estimated number of transistors:       3496
+
+=== sub ===
+
+        +----------Local Count, excluding submodules.
+        |
+      761 cells
+      331   $_NAND_
+      283   $_NOR_
+      147   $_NOT_
+
+   Estimated number of transistors:       2750
+
+=== design hierarchy ===
+
+        +----------Count including submodules.
+        |
+      884 top
+      761 sub
+
+      884 cells
+       25   $_DFF_P_
+      356   $_NAND_
+      333   $_NOR_
+      170   $_NOT_
+        1 submodules
+        1   sub
+
+   Estimated number of transistors:       3496
+"""
+
+
+def test_parse_stat_hierarchy():
+    stat = synth.parse_stat(STAT)
+    assert stat["top"]["transistors"] == 3496
+    assert stat["top"]["submodules"] == {"sub": 1}
+    assert stat["sub"]["cells"] == {"$_NAND_": 331, "$_NOR_": 283, "$_NOT_": 147}
+    assert stat["$hierarchy"]["cells"]["$_DFF_P_"] == 25
+    res = synth._result_from_stat(stat, "top", "x", None, True)
+    # local areas: top's own gates only; they add up to the total
+    assert res.modules["top"]["transistors"] == 3496 - 2750
+    assert sum(m["transistors"] for m in res.modules.values()) == res.transistors
+    assert res.flip_flops == 25
+
+
+def test_parse_ltp():
+    assert synth.parse_ltp("Longest topological path in m (length=38):\n 0: a") == 38
+    with pytest.raises(synth.SynthError, match="length"):
+        synth.parse_ltp("nothing here")
+
+
+def test_top_module_name():
+    text = "module a(input x);\nendmodule\nmodule top(input y);\n  a u(.x(y));\nendmodule\n"
+    assert synth.top_module_name(text) == "top"
+
+
+def test_flow_is_the_issue_flow():
+    assert synth.FLOW.format(src="M.v", top="T") == (
+        "read_verilog M.v; synth -flatten -top T; dfflegalize -cell $_DFF_P_ 01; "
+        "abc -g cmos2; opt_clean; stat -tech cmos; ltp -noff")
+
+
+def test_synthesize_small_module_matches_recorded_primitive(tmp_path):
+    """Our run of the flow on the same Verilog gives the transistor count recorded in the
+    fitted coefficients (the primitive samples), and the cache returns it unchanged."""
+    from sim import area_model
+
+    top, text = primitives.primitive_verilog("mul", (4, 4))
+    res = synth.synthesize_text(text, top, cache_dir=tmp_path)
+    assert res.nand2 == res.transistors / 4
+    assert res.flip_flops == 0 and res.longest_path > 5
+    recorded = {tuple(s["params"]): s for s in
+                area_model.load_coeffs()["families"]["mul"]["samples"]}[(4, 4)]
+    assert res.nand2 == recorded["nand2"]
+    assert res.longest_path == recorded["longest_path"]
+    cached = list(tmp_path.glob("*.json"))
+    assert len(cached) == 1
+    again = synth.synthesize_text(text, top, cache_dir=tmp_path)
+    assert again == res
+    # a register primitive: one $_DFF_P_ per bit
+    top, text = primitives.primitive_verilog("reg", (8,))
+    assert synth.synthesize_text(text, top, cache_dir=tmp_path).flip_flops == 8
+
+
+def test_synthesis_table_entries_are_complete():
+    tab = table.load_table()
+    assert tab, "sim/cost/synth_table.json is empty; run benchmarks/fit_area_model.py --units"
+    for sha, entry in tab.items():
+        assert len(sha) == 64
+        assert entry["nand2"] == entry["transistors"] / 4
+        assert entry["longest_path"] > 0 and entry["flip_flops"] > 0
+        assert {"module", "unit", "parameters", "timing"} <= set(entry["manifest"])
+
+
+def test_bad_top_name_rejected():
+    with pytest.raises(synth.SynthError, match="identifier"):
+        synth.synthesize_text("module a; endmodule", "a b", cache_dir=None)
+
+
+@pytest.mark.slow
+def test_resynthesize_every_table_entry(tmp_path):
+    """Regenerate every configuration of the table and synthesize it from scratch."""
+    from sim.bench.runner import generate_cached
+
+    for sha, entry in sorted(table.load_table().items()):
+        man = entry["manifest"]
+        verilog, _ = generate_cached(man["unit"], dict(man["parameters"]),
+                                     tmp_path / man["module"])
+        text = verilog.read_text()
+        if synth.verilog_sha256(text) != sha:
+            pytest.fail(f"{man['module']}: the generator's Verilog changed since the table "
+                        "was recorded; rerun benchmarks/fit_area_model.py --units")
+        res = synth.synthesize_text(text, man["module"], cache_dir=tmp_path / "cache")
+        assert res.transistors == entry["transistors"], man["module"]
+        assert res.longest_path == entry["longest_path"], man["module"]
+        json.dumps(res.to_json())
