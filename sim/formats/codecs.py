@@ -231,19 +231,24 @@ def pow2_floor(a):
     return (a.view(np.uint64) & _EXP_MASK).view(np.float64)
 
 
-@_same_shape
-def e2m1_round_fast(v):
+def e2m1_round_fast(v, out=None, tmp=None):
     """Same as :func:`e2m1_round` for 0 <= v < 2**50 (float64), by the add-and-subtract
     rounding: with the grid spacing u (0.5 below 2, 1 below 4, else 2), C = 1.5 * 2**52 * u
     puts v + C in a binade whose ulp is u, so fl(v + C) - C is v rounded RNE to a multiple
-    of u (C / u is even, so ties go to the even multiple), then saturate at 6."""
+    of u (C / u is even, so ties go to the even multiple), then saturate at 6.
+
+    ``out`` and ``tmp`` are optional float64 buffers shaped like ``v`` (``out`` may be
+    ``v`` itself)."""
+    v = np.asarray(v, dtype=np.float64)
+    shape = v.shape
     v = _c64(v)
-    c = pow2_floor(v)
+    c = tmp.reshape(v.shape) if tmp is not None else np.empty_like(v)
+    np.bitwise_and(v.view(np.uint64), _EXP_MASK, out=c.view(np.uint64))   # 2^exp2floor(v)
     np.clip(c, 1.0, 4.0, out=c)
     c *= 0.75 * 2.0 ** 52
-    q = np.add(v, c)
+    q = np.add(v, c, out=out.reshape(v.shape) if out is not None else None)
     q -= c
-    return np.minimum(q, 6.0, out=q)
+    return np.minimum(q, 6.0, out=q).reshape(shape)
 
 
 @_same_shape

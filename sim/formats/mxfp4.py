@@ -9,6 +9,7 @@ real quotient. E2M1 rounding uses :func:`~sim.formats.codecs.e2m1_round_fast`.
 import numpy as np
 
 from .codecs import E2M1_VALUES, E8M0_VALUES, e2m1_code_of_magnitude, e2m1_round_fast
+from ._scratch import scratch
 from .table import FORMATS
 
 SPEC = FORMATS["mxfp4"]
@@ -17,11 +18,12 @@ NAN_SCALE = SPEC.nan_scale_code
 
 def _kernel(x):
     """Returns ``(xt, q, e, bad)``: ``xt`` (32, G) the input with -0.0 -> +0.0, ``q``
-    (32, G) float64 E2M1 magnitudes, ``e`` (G,) int64 scale exponents, ``bad`` (G,)."""
+    (32, G) float64 E2M1 magnitudes, ``e`` (G,) int64 scale exponents, ``bad`` (G,).
+    ``xt`` and ``q`` are scratch buffers, valid until the next call in this thread."""
     g = x.shape[0]
-    xt = np.empty((32, g), dtype=x.dtype)
+    xt = scratch("mx.xt", (32, g), x.dtype)
     np.add(x.T, x.dtype.type(0), out=xt)
-    a = np.abs(xt)
+    a = np.abs(xt, out=scratch("mx.a", (32, g), x.dtype))
     amax = np.maximum.reduce(a, axis=0).astype(np.float64)
     bad = ~np.isfinite(amax)
     # exp2floor(amax) from the float64 exponent field; zero and subnormal amax (below
@@ -29,8 +31,8 @@ def _kernel(x):
     field = (amax.view(np.uint64) >> np.uint64(52)).astype(np.int64)
     e = np.clip(field - 1023 - 2, -127, 127)
     inv_x = ((1023 - e) << 52).view(np.float64)                           # 2^-e
-    v = np.multiply(a, inv_x, dtype=np.float64)
-    q = e2m1_round_fast(v)
+    q = np.multiply(a, inv_x, out=scratch("mx.q", (32, g), np.float64))
+    e2m1_round_fast(q, out=q, tmp=scratch("mx.c", (32, g), np.float64))
     return xt, q, e, bad
 
 
@@ -38,10 +40,12 @@ def fake_quantize_groups(x, out):
     """Write dequantized MXFP4 values of blocks ``x`` (G, 32) into ``out`` (G, 32)."""
     if x.dtype not in (np.float32, np.float64):
         x = x.astype(np.float32)
+    g = x.shape[0]
     with np.errstate(invalid="ignore", over="ignore"):
         xt, q, e, bad = _kernel(x)
         scale = ((e + 1023) << 52).view(np.float64)                        # 2^e
-        v = np.multiply(q, scale, dtype=x.dtype)       # exact in float32 (2^-128..6*2^127)
+        v = np.multiply(q, scale, out=scratch("mx.v", (32, g), x.dtype),
+                        casting="same_kind")   # exact in float32 (2^-128 .. 6 * 2^127)
         np.copysign(v, xt, out=v)
     if bad.any():
         v[:, bad] = np.nan

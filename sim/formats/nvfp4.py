@@ -10,7 +10,8 @@ float64 and rounded once to the output dtype.
 import numpy as np
 
 from .codecs import (E2M1_VALUES, UE4M3_VALUES, e2m1_code_of_magnitude, e2m1_round_fast,
-                     e4m3_code_of_magnitude, e4m3_round_fast)
+                     e4m3_code_of_magnitude, e4m3_round_fast, round_to_dtype)
+from ._scratch import scratch
 from .table import FORMATS, NVFP4_TENSOR_SCALE_DIVISOR
 
 SPEC = FORMATS["nvfp4"]
@@ -37,18 +38,20 @@ def tensor_scale(x, enabled=True):
 
 def _kernel(x, t):
     """Returns ``(xt, q, s, bad)``: ``xt`` (16, G) input with -0.0 -> +0.0, ``q`` (16, G)
-    E2M1 magnitudes, ``s`` (G,) block scale values (float64), ``bad`` (G,)."""
+    E2M1 magnitudes, ``s`` (G,) block scale values (float64), ``bad`` (G,). ``xt`` and
+    ``q`` are scratch buffers, valid until the next call in this thread."""
     g = x.shape[0]
-    xt = np.empty((16, g), dtype=x.dtype)
+    xt = scratch("nv.xt", (16, g), x.dtype)
     np.add(x.T, x.dtype.type(0), out=xt)
-    a = np.abs(xt)
+    a = np.abs(xt, out=scratch("nv.a", (16, g), x.dtype))
     amax = np.maximum.reduce(a, axis=0).astype(np.float64)
     bad = ~np.isfinite(amax)
     amax[bad] = 0.0
     s = e4m3_round_fast(np.minimum(amax / 6.0 / t, 448.0))
     d = s * t                                                  # exact
     d[d == 0] = np.inf                                         # zero scale -> zero elements
-    q = e2m1_round_fast(np.divide(a, d, dtype=np.float64))
+    q = np.divide(a, d, out=scratch("nv.q", (16, g), np.float64))
+    e2m1_round_fast(q, out=q, tmp=scratch("nv.c", (16, g), np.float64))
     return xt, q, s, bad
 
 
@@ -58,12 +61,11 @@ def fake_quantize_groups(x, out, t):
         x = x.astype(np.float32)
     with np.errstate(invalid="ignore", over="ignore"):
         xt, q, s, bad = _kernel(x, t)
-        v = q * (s * t)                                        # exact in float64
+        v = np.multiply(q, s * t, out=q)                       # exact in float64
         np.copysign(v, xt, out=v)
     if bad.any():
         v[:, bad] = np.nan
     if out.dtype.name == "bfloat16":
-        from .codecs import round_to_dtype
         v = round_to_dtype(v, out.dtype)
     np.copyto(out.T, v, casting="unsafe")
 
