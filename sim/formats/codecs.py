@@ -1,9 +1,14 @@
 """Element and scale codecs of ``docs/formats.md`` section 1, vectorized.
 
 Decode tables are float64 arrays indexed by code. Encoders round the float64 value of their
-input (never through float32) and return integer codes. The sign rule of the spec applies to
-every signed encoder here except :func:`encode_bf16`, which is the IEEE building block
-BF16(x): a code's sign bit is set iff the input is < 0 (so -0.0 encodes with sign 0).
+input (never through float32) and return integer codes. Signed encoders follow the spec's
+sign rule: a code's sign bit is set iff the input is < 0, so -0.0 encodes with sign 0. The
+exception is :func:`encode_bf16`, the IEEE building block BF16(x), which keeps -0.0.
+
+Two implementations of the roundings live side by side: the plain ones (``round_float``
+with ``frexp``/``ldexp``, used to build tables and as a cross-check) and the fast ones used
+by the kernels (``*_fast``, exponent bits and add-and-subtract rounding); the tests prove
+them equal on every grid point, midpoint and neighbour.
 """
 
 import numpy as np
@@ -31,6 +36,14 @@ __all__ = [
     "decode_bf16",
     "bf16_round",
     "round_to_dtype",
+    "round_float_fast",
+    "pow2_floor",
+    "e2m1_round",
+    "e2m1_round_fast",
+    "e4m3_round_fast",
+    "e2m1_code_of_magnitude",
+    "e4m3_code_of_magnitude",
+    "hif8_round",
 ]
 
 
@@ -144,12 +157,6 @@ for _t in (S1P2_VALUES, E2M1_VALUES, E4M3_VALUES, UE4M3_VALUES, E8M0_VALUES, E6M
            HIF8_VALUES):
     _t.flags.writeable = False
 
-# Positive finite HiF8 magnitudes, sorted, with their codes (for the encoder).
-_HIF8_POS_CODES = np.array([c for c in range(0x80) if c != 0x6F])
-_order = np.argsort(HIF8_VALUES[_HIF8_POS_CODES], kind="stable")
-_HIF8_POS_CODES = _HIF8_POS_CODES[_order].astype(np.uint8)
-_HIF8_POS_VALUES = HIF8_VALUES[_HIF8_POS_CODES]
-assert np.all(np.diff(_HIF8_POS_VALUES) > 0)
 
 
 # --------------------------------------------------------------------------- BF16
