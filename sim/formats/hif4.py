@@ -23,8 +23,9 @@ it against a plain per-group transcription, bit for bit):
   is subnormal, where y < 2^-1020 and k = 0 either way. For float32 (and narrower) inputs
   the product is exact (24 + 8 bits). Then ``t = y + 0.5``, floor and min 7 in float64,
   exactly as written.
-* Dequantization ``k * S * 2^(b+c) / 4`` is exact in float64 and in float32 (6 significant
-  bits, magnitudes 2^-50..2^19), so float32 outputs are computed in float32 directly.
+* Dequantization ``k * S * 2^(b+c) / 4`` is exact in float64 and representable in float32
+  (6 significant bits, magnitudes 2^-50..2^19), so the float64 product is written straight
+  into a float32 buffer; other output dtypes get one RNE from that exact value.
 * Step 8 / sign rule: the sign is copied from ``x + 0.0`` (which turns -0.0 into +0.0).
 """
 
