@@ -9,8 +9,8 @@ import numpy as np
 
 from sim import dot
 
-__all__ = ["residual_layout", "loop_flags", "random_stream", "concat", "pack_payloads",
-           "expected_words"]
+__all__ = ["residual_layout", "loop_flags", "random_stream", "concat", "take",
+           "pack_payloads", "expected_words"]
 
 
 def residual_layout(unit, residual):
@@ -53,6 +53,18 @@ def concat(streams):
             out[key] = {f: np.concatenate([s[key][f] for s in streams]) for f in streams[0][key]}
     for key in ("first", "last"):
         out[key] = np.concatenate([np.asarray(s[key], dtype=bool) for s in streams])
+    return out
+
+
+def take(stream, n):
+    """The first ``n`` steps of ``stream``; the last kept step is marked ``last``."""
+    out = {}
+    for key in ("a", "w", "r"):
+        out[key] = None if stream[key] is None else {f: v[:n] for f, v in stream[key].items()}
+    out["first"] = stream["first"][:n].copy()
+    out["last"] = stream["last"][:n].copy()
+    if n:
+        out["last"][-1] = True
     return out
 
 
