@@ -20,6 +20,12 @@ Datapath, one component per stage (each step = one 64-element HiF4 block of ``a`
 Pipeline registers (``stages``): the accumulator register is always there; ``stages >= 2``
 adds a register before the accumulator (on the terms), ``>= 3`` one after the block sums,
 ``4`` one on the input payload.
+
+Ranges: a nonzero HiF4 step value has magnitude in [2**-100, 2**44) (main term at most
+64 * 49 * 49152**2 < 2**43, the residual term less); so from the port the accumulator never
+becomes subnormal, -0 or +-Inf in any realistic K-loop (the back end handles
+them anyway; ``tests/test_hwgen_accum.py`` covers them with wider terms). With a residual
+the two terms' scales can be up to 2**126 apart; the sum is still exact.
 """
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed

@@ -45,8 +45,25 @@ def test_r24_s3_l64():
                  "--seed", "5"]) == 0
 
 
-def test_none_s1_l16():
+def test_none_s1_l16(monkeypatch, capsys):
     _regression("none", 1, 16, 1500, seed=12)
+
+    # `hif4 verify` exits 1 on a mismatch and prints the step's inputs and both words.
+    import sim.bench.stimulus as stimulus
+    real = stimulus.expected_words
+
+    def corrupted(*args):
+        words, steps = real(*args)
+        words = words.copy()
+        words[3] ^= 0x80000000
+        return words, steps
+
+    monkeypatch.setattr(stimulus, "expected_words", corrupted)
+    assert main(["verify", "--unit", "hif4", "--residual", "none", "--stages", "1",
+                 "--lanes", "16", "--vectors", "200", "--seed", "4"]) == 1
+    out = capsys.readouterr().out
+    assert "1 mismatches" in out and "FAIL: first mismatch at output 3" in out
+    assert "  a: {'elem': [" in out and "expected 0x" in out and "actual 0x" in out
 
 
 def test_bench_reports_a_wrong_word(tmp_path):

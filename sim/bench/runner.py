@@ -110,6 +110,13 @@ def build(verilog, module, *, sim="verilator", waves=False, build_root=None, log
         return _build(verilog, module, sim=sim, waves=waves, build_root=build_root, log=log)
 
 
+def _has_lz4():
+    """Whether the C++ compiler can find lz4.h (Verilator's FST writer needs it)."""
+    dirs = ["/usr/include", "/usr/local/include"]
+    dirs += [d for d in os.environ.get("CPATH", "").split(os.pathsep) if d]
+    return any(os.path.exists(os.path.join(d, "lz4.h")) for d in dirs)
+
+
 def _build(verilog, module, *, sim, waves, build_root, log):
     from cocotb_tools.runner import get_runner
     ok, message = simulator_available(sim)
@@ -117,24 +124,40 @@ def _build(verilog, module, *, sim, waves, build_root, log):
         raise RuntimeError(message)
     build_dir = build_root / sim / (module + ("_waves" if waves else ""))
     args = ["-Wno-WIDTH", "-O3"] if sim == "verilator" else []
-    args_key = args + [os.environ.get("MAKEFLAGS", "")]
+    formats = [None]
     if waves and sim == "verilator":
-        args.append("--trace-fst")
+        formats = ["fst", "vcd"] if _has_lz4() else ["vcd"]
+        if formats == ["vcd"]:
+            print("verify: FST tracing needs the LZ4 headers (lz4.h, e.g. apt install "
+                  "liblz4-dev), which are missing here; writing VCD instead", file=sys.stderr)
     text = Path(verilog).read_bytes()
-    key = hashlib.sha256(text + repr((sim, args_key, waves)).encode()).hexdigest()
-    stamp = build_dir / "build.key"
-    if stamp.exists() and stamp.read_text() == key:
+    for fmt in formats:
+        full = args + (["--trace-fst"] if fmt == "fst" else [])
+        key = hashlib.sha256(text + repr((sim, full, os.environ.get("MAKEFLAGS", ""), waves))
+                             .encode()).hexdigest()
+        stamp = build_dir / "build.key"
+        if stamp.exists() and stamp.read_text() == key:
+            return build_dir
+        if build_dir.exists():
+            shutil.rmtree(build_dir)
+        build_dir.mkdir(parents=True)
+        source = build_dir / f"{module}.v"
+        source.write_bytes(text)
+        log_file = log or build_dir / "build.log"
+        try:
+            get_runner(sim).build(sources=[source], hdl_toplevel=module, build_dir=build_dir,
+                                  build_args=full, waves=waves, log_file=log_file)
+        except RuntimeError:
+            if fmt == "fst" and "lz4.h" in Path(log_file).read_text(errors="replace"):
+                print("verify: FST tracing needs the LZ4 headers (e.g. apt install "
+                      "liblz4-dev), which are missing here; writing VCD instead",
+                      file=sys.stderr)
+                continue
+            raise
+        (build_dir / "waves.format").write_text(fmt or "")
+        stamp.write_text(key)
         return build_dir
-    if build_dir.exists():
-        shutil.rmtree(build_dir)
-    build_dir.mkdir(parents=True)
-    source = build_dir / f"{module}.v"
-    source.write_bytes(text)
-    runner = get_runner(sim)
-    runner.build(sources=[source], hdl_toplevel=module, build_dir=build_dir,
-                 build_args=args, waves=waves, log_file=log or build_dir / "build.log")
-    stamp.write_text(key)
-    return build_dir
+    raise RuntimeError("unreachable")
 
 
 def run_job(build_dir, module, stream_payload, expected, out_steps, *, sim="verilator",
@@ -156,8 +179,11 @@ def run_job(build_dir, module, stream_payload, expected, out_steps, *, sim="veri
              max_cycles=max_cycles, progress=progress)
     runner = get_runner(sim)
     test_args = []
+    wave_file = None
     if waves and sim == "verilator":
-        test_args = ["--trace-file", str(build_dir / "dump.fst")]
+        fmt = (build_dir / "waves.format").read_text() or "vcd"
+        wave_file = build_dir / f"dump.{fmt}"
+        test_args = ["--trace-file", str(wave_file)]
     _verilator_env()
     try:
         runner.test(test_module="sim.bench.tb", hdl_toplevel=module,
@@ -176,8 +202,8 @@ def run_job(build_dir, module, stream_payload, expected, out_steps, *, sim="veri
         out["log"] = str(work / "test.log")     # kept for inspection
     else:
         shutil.rmtree(work)
-    if waves:
-        out["waves"] = str(build_dir / "dump.fst")
+    if wave_file is not None:
+        out["waves"] = str(wave_file)
     return out
 
 

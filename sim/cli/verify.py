@@ -25,7 +25,8 @@ def register(subparsers):
     p.add_argument("--sim", default="verilator", choices=["verilator", "icarus"],
                    help="simulator (default verilator; icarus is skipped if not installed)")
     p.add_argument("--waves", action="store_true",
-                   help="write an FST waveform (build/<sim>/<module>_waves/dump.fst)")
+                   help="write a waveform: build/<sim>/<module>_waves/dump.fst (dump.vcd when "
+                        "the LZ4 headers FST needs are missing)")
     p.add_argument("--valid-prob", type=float, default=0.9,
                    help="probability the driver offers a step in a cycle (default 0.9)")
     p.add_argument("--ready-prob", type=float, default=0.9,
