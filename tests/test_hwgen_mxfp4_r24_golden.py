@@ -197,3 +197,18 @@ def test_errors_are_clear():
     assert vals[0, 0::4].tolist() == [1.0] * 8 and vals[0, 1::4].tolist() == [0.0] * 8
     with pytest.raises(ValueError, match="Residual for nvfp4"):
         dot.run_steps("nvfp4", {}, {}, [True], residual="2:4")
+
+
+def test_pack_resq_residual_round_trip():
+    from sim.formats.resq import resq
+
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((4, 200)) * np.exp2(rng.integers(-30, 30, (4, 1)))).astype(
+        np.float32)
+    res = resq(x, "mxfp4", "2:4")
+    packed = pack_24_mxfp4(res.residual)
+    back = unpack_24_mxfp4(packed)
+    np.testing.assert_array_equal(back["elem"], res.residual.fields["elem"])
+    np.testing.assert_array_equal(back["scale"], res.residual.fields["scale"])
+    values = decode_24_mxfp4(packed).reshape(4, -1)[:, :200]
+    np.testing.assert_array_equal(values, res.residual.dequantize().astype(np.float64))
