@@ -32,6 +32,8 @@ def main(argv=None):
     ap.add_argument("--unit", default="hif4", choices=("hif4", "mxfp4", "nvfp4"))
     ap.add_argument("--steps", type=int, default=3000, help="steps through cocotb")
     ap.add_argument("--lanes", type=int, default=64)
+    ap.add_argument("--residual", default="none", choices=("none", "2:4", "dense"))
+    ap.add_argument("--stages", type=int, default=None)
     ap.add_argument("--gemm", default="256x4096x256", help="GEMM MxKxN of workload 2")
     args = ap.parse_args(argv)
 
@@ -41,7 +43,9 @@ def main(argv=None):
     from sim.cost import rtlcheck
     from sim.cyclesim import Stimulus, UnitTiming, simulate_gemm
 
-    params = dict(UNITS[args.unit].defaults, lanes=args.lanes)
+    params = dict(UNITS[args.unit].defaults, lanes=args.lanes, residual=args.residual)
+    if args.stages is not None:
+        params["stages"] = args.stages
     module = module_name(args.unit, params["residual"], params["stages"], params["lanes"])
     verilog, manifest = bench_runner.generate_cached(args.unit, params,
                                                      rtlcheck.BUILD_ROOT / "rtl" / module)
@@ -53,7 +57,7 @@ def main(argv=None):
     outputs = int(np.count_nonzero(stream["last"]))
     print(f"workload 1: {module}, {args.steps} steps, {outputs} outputs, random stalls",
           file=sys.stderr)
-    bench_runner.build(verilog, module, build_root=rtlcheck.BUILD_ROOT)   # not timed
+    bench_runner.build(verilog, module)   # not timed
     t0 = time.perf_counter()
     rtl = rtlcheck.run_rtl_cycles(verilog, manifest, payload, [args.steps], [outputs], gaps,
                                   ready)[0]
@@ -78,8 +82,8 @@ def main(argv=None):
 
     m, k, n = (int(x) for x in args.gemm.lower().split("x"))
     t0 = time.perf_counter()
-    rep = simulate_gemm(args.unit, m, k, n, array=(16, 16), bandwidth=512, timing=timing,
-                        compute=False)
+    rep = simulate_gemm(args.unit, m, k, n, residual=args.residual, array=(16, 16),
+                        bandwidth=512, timing=timing, compute=False)
     t_gemm = time.perf_counter() - t0
     rate_gemm = rep.unit_steps / t_gemm
     print(f"workload 2: GEMM {m}x{k}x{n} on 16x16 units, 512 B/cycle: {rep.unit_steps} unit "

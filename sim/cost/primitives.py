@@ -11,6 +11,9 @@ Families (``name(params)``, what it is):
 - ``mul(a, b)``: unsigned ``a`` x ``b``-bit multiplier, full product.
 - ``smul(a, b)``: sign-magnitude multiplier: unsigned magnitudes plus the XOR of the signs
   and a conditional negation to two's complement (what a 4-bit element product does).
+- ``smulx(a, b)``: two's-complement ``a``-bit operand times an unsigned ``b - 1``-bit operand
+  (a signed ``b``-bit operand with a zero sign), product truncated to ``a + b - 1`` bits:
+  what ``signed * unsigned`` becomes in the generated Verilog.
 - ``add(w)``: two's-complement ``w``-bit adder with carry out.
 - ``tree(n, w)``: sum of ``n`` signed ``w``-bit operands (an adder tree), full width.
 - ``shl(w, r)``: ``w``-bit value shifted left by 0..``r``-1, full width output.
@@ -48,6 +51,14 @@ def _smul(a, b):
             f"    output [{w-1}:0] p);\n"
             f"  wire [{w-1}:0] m = a * b;\n"
             f"  assign p = (sa ^ sb) ? -m : m;\nendmodule\n")
+
+
+def _smulx(a, b):
+    w = a + b
+    return (f"module {{name}}(input signed [{a-1}:0] a, input [{b-2}:0] b,\n"
+            f"    output signed [{w-2}:0] p);\n"
+            f"  wire signed [{b-1}:0] bs = {{1'b0, b}};\n"
+            f"  assign p = a * bs;\nendmodule\n")
 
 
 def _add(w):
@@ -180,7 +191,7 @@ def _cmp(w):
 
 
 FAMILIES = {
-    "mul": _mul, "smul": _smul, "add": _add, "tree": _tree, "shl": _shl, "shr": _shr,
+    "mul": _mul, "smul": _smul, "smulx": _smulx, "add": _add, "tree": _tree, "shl": _shl, "shr": _shr,
     "e2m1": _e2m1, "wshl": _wshl, "addn": _addn, "neg": _neg, "norm": _norm,
     "mux": _mux, "reg": _reg, "regp": _regp, "rege": _rege, "lzc": _lzc, "cmp": _cmp,
 }
@@ -189,6 +200,7 @@ FAMILIES = {
 DEFAULT_GRID = {
     "mul": [(2, 2), (3, 3), (4, 4), (3, 6), (4, 8), (6, 6), (8, 8), (12, 8), (16, 6)],
     "smul": [(2, 2), (3, 3), (4, 4), (6, 6)],
+    "smulx": [(8, 5), (13, 9), (17, 7), (18, 7), (12, 12)],
     "add": [(4,), (8,), (16,), (24,), (32,), (48,), (64,)],
     "tree": [(4, 6), (4, 8), (8, 8), (8, 10), (16, 6), (16, 8), (32, 6), (64, 6), (2, 16),
              (4, 16), (8, 14)],

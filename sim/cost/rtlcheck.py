@@ -18,12 +18,14 @@ __all__ = ["BUILD_ROOT", "run_rtl_cycles", "random_pattern", "check_unit",
            "check_gemm_against_rtl"]
 
 REPO = Path(__file__).resolve().parents[2]
-#: Simulator builds of this module live apart from the bench's (no races between tests).
+#: Generated Verilog of this module's checks; the simulator builds are the bench's own
+#: (``build/<sim>/<module>``, shared under the bench's lock, so an identical Verilog text
+#: already built by the bench is not built again).
 BUILD_ROOT = REPO / "build" / "cycles"
 
 
 def run_rtl_cycles(verilog, manifest, payloads, segments, outputs, gaps, ready, *,
-                   sim="verilator", max_cycles=None, build_root=BUILD_ROOT):
+                   sim="verilator", max_cycles=None, build_root=None):
     """Run packed payloads through the Verilated unit with an explicit stall pattern.
 
     Parameters
@@ -46,27 +48,39 @@ def run_rtl_cycles(verilog, manifest, payloads, segments, outputs, gaps, ready, 
 
     from sim.bench import runner as bench_runner
 
+    import shutil
+    import tempfile
+
     module = manifest["module"]
-    build_dir = bench_runner.build(verilog, module, sim=sim, build_root=build_root)
-    job = build_dir / "cycles_job.npz"
-    result = build_dir / "cycles_result.json"
-    if result.exists():
-        result.unlink()
+    try:
+        build_dir = bench_runner.build(verilog, module, sim=sim, build_root=build_root)
+    except RuntimeError:
+        # Verilator's generated makefile occasionally loses a precompiled header under
+        # `make -j` on a loaded machine ("Vtop__pch.h.slow: No such file"); one clean
+        # rebuild has always succeeded.
+        build_dir = bench_runner.build(verilog, module, sim=sim, build_root=build_root)
+    (build_dir / "runs").mkdir(exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="cycles-", dir=build_dir / "runs"))
+    job = work / "cycles_job.npz"
+    result = work / "cycles_result.json"
     if max_cycles is None:
         max_cycles = 64 * int(max(segments)) + 4 * (len(ready) + sum(gaps)) + 1000
     np.savez(job, payload=np.asarray(payloads, dtype=np.uint8),
              gaps=np.asarray(gaps, dtype=np.int64), ready=np.asarray(ready, dtype=np.uint8),
              segments=np.asarray(segments, dtype=np.int64),
              outputs=np.asarray(outputs, dtype=np.int64), max_cycles=max_cycles)
+    bench_runner._verilator_env()
     get_runner(sim).test(
         test_module="sim.cost.cycle_tb", hdl_toplevel=module, hdl_toplevel_lang="verilog",
-        build_dir=build_dir, extra_env={
+        build_dir=build_dir, test_dir=work, extra_env={
             "HIF4_CYCLES_JOB": str(job), "HIF4_CYCLES_RESULT": str(result),
             "PYTHONPATH": os.pathsep.join([str(REPO)] + sys.path)},
-        log_file=build_dir / "cycles.log", results_xml=str(build_dir / "cycles.xml"))
+        log_file=work / "cycles.log", results_xml=str(work / "cycles.xml"))
     if not result.exists():
-        raise RuntimeError(f"the simulation wrote no result; see {build_dir / 'cycles.log'}")
-    return json.loads(result.read_text())
+        raise RuntimeError(f"the simulation wrote no result; see {work / 'cycles.log'}")
+    out = json.loads(result.read_text())
+    shutil.rmtree(work)
+    return out
 
 
 def random_pattern(n_steps, rng, *, p_gap=0.3, max_gap=4, p_stall=0.4, length=None):
@@ -97,6 +111,16 @@ def check_unit(unit, *, residual="none", stages=None, lanes=None, steps=120, see
                                                      BUILD_ROOT / "rtl" / module)
     rng = np.random.default_rng(seed)
     stream = random_stream(unit, params["residual"], steps, rng)
+    # short K-loops (1..6 steps) so that outputs, and their ready stalls, are frequent
+    first = np.zeros(steps, dtype=bool)
+    last = np.zeros(steps, dtype=bool)
+    k = 0
+    while k < steps:
+        length = min(int(rng.integers(1, 7)), steps - k)
+        first[k] = True
+        last[k + length - 1] = True
+        k += length
+    stream["first"], stream["last"] = first, last
     payload = pack_payloads(manifest, unit, params["residual"], stream)
     expected, _ = expected_words(unit, params["residual"], stream)
     gaps, ready = random_pattern(steps, rng, p_gap=p_gap, p_stall=p_stall)
