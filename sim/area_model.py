@@ -53,6 +53,7 @@ FEATURES = {
     "shr": (("w*clog2(r)", lambda w, r: w * _clog2(r)), ("w", lambda w, r: w),
             ("1", lambda w, r: 1)),
     "e2m1": (("n", lambda n: n),),
+    "e2m1dot": (("n", lambda n: n), ("(n-1)*log2(n)", lambda n: (n - 1) * _log2(n))),
     "wshl": (("w*clog2(r)", lambda s, r, w: w * _clog2(r)),
              ("s*clog2(r)", lambda s, r, w: s * _clog2(r)), ("w", lambda s, r, w: w),
              ("1", lambda s, r, w: 1)),
@@ -309,15 +310,14 @@ def _mxfp4(residual, stages, lanes, manifest):
     slices = 64 // lanes
     fe = "front_end"
     per_tree = min(lanes, 32)
-    comps = [Component(fe, "e2m1", (lanes,)),
-             Component(fe, "tree", (per_tree, 9), lanes // per_tree)]
+    comps = [Component(fe, "e2m1dot", (per_tree,), lanes // per_tree)]
     nblk = 2
     sum_regs = [14 for b in range(2) if (b * 32) // lanes != slices - 1]
     if residual == "2:4":
         kept = lanes // 2
         per_rtree = min(kept, 16)
-        comps += [Component(fe, "mux", (4, 4), kept), Component(fe, "e2m1", (kept,)),
-                  Component(fe, "tree", (per_rtree, 9), kept // per_rtree)]
+        comps += [Component(fe, "mux", (4, 4), kept),
+                  Component(fe, "e2m1dot", (per_rtree,), kept // per_rtree)]
         sum_regs += [13 for b in range(2) if (b * 16) // kept != slices - 1]
         nblk = 4
     comps += [Component(fe, "add", (8,), nblk), Component(fe, "cmp", (8,), nblk + 2)]
@@ -337,8 +337,7 @@ def _nvfp4(residual, stages, lanes, manifest):
     fe = "front_end"
     acc = _acc_stage(manifest)
     term_bits = acc["terms"][0]["sig_bits"]
-    comps = [Component(fe, "e2m1", (16 * per_slice,)),
-             Component(fe, "tree", (16, 9), per_slice),
+    comps = [Component(fe, "e2m1dot", (16,), per_slice),
              Component(fe, "mul", (4, 4), per_slice),
              Component(fe, "add", (5,), per_slice),
              Component(fe, "smulx", (13, 9), per_slice),
