@@ -11,10 +11,11 @@ Usage::
 1. Every primitive of :data:`sim.cost.primitives.DEFAULT_GRID` is synthesized with the issue-5
    flow (cached under ``build/synth``) and one linear formula per family
    (:data:`sim.area_model.FEATURES`) is fitted by least squares on the NAND2 equivalents.
-2. With ``--units`` every configuration of the sweep (unit x residual x stages x lanes,
-   :func:`sweep_configs`) is generated with ``hif4 generate`` into ``build/units/`` and
+2. With ``--units`` every configuration of the sweep (:data:`sim.cost.table.SWEEP`: units,
+   residuals, 1..4 stages, 16/32/64 lanes) is generated into ``build/units/`` and
    synthesized; the results go into the checked-in table ``sim/cost/synth_table.json``
-   (keyed by the Verilog's SHA-256), together with ``rtl_out/``'s standard set.
+   (keyed by the Verilog's SHA-256), together with ``rtl_out/``'s standard set
+   (``--blocks`` adds the hierarchical run's per-sub-block areas).
 3. The model is compared with every entry of the table and the worst relative error is
    printed (the bar is 10%).
 """
@@ -106,6 +107,8 @@ def main(argv=None):
     ap.add_argument("--check", action="store_true",
                     help="only compare the model with the synthesis table; write nothing")
     ap.add_argument("--jobs", type=int, default=1, help="parallel Yosys runs for --units")
+    ap.add_argument("--blocks", action="store_true",
+                    help="with --units, also run the hierarchical flow for per-sub-block areas")
     args = ap.parse_args(argv)
 
     if not args.check:
@@ -120,7 +123,7 @@ def main(argv=None):
         for name, info in coeffs["calibration"].items():
             print(f"  {name}: synthesized / primitives = {info['factor']}")
     if args.units:
-        table.synthesize_sweep(jobs=args.jobs, progress=progress)
+        table.synthesize_sweep(jobs=args.jobs, progress=progress, hierarchical=args.blocks)
     return table.report_model_vs_synth(verbose=True)
 
 

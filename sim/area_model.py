@@ -235,6 +235,8 @@ def _sequencer_inventory(block, slices, sum_widths):
 def _pipeline_registers(manifest, widths):
     """Pipeline register stages: payload bits given by ``widths[stage name]`` + ``valid``."""
     comps = []
+    widths = dict(widths)
+    widths.setdefault("input_reg", _payload_bits(manifest) or 0)
     for st in _stages_of(manifest):
         if st.get("kind") == "register":
             name = st.get("stage", "pipe")
@@ -301,8 +303,7 @@ def _hif4(residual, stages, lanes, manifest):
         comps.append(Component("terms", "smulx", (sums[1], 7)))
     sums_bits = sum(s + 13 for s in sums) + 3
     acc = _acc_stage(manifest)
-    widths = {"sums_reg": sums_bits, "terms_reg": _term_bits(acc),
-              "input_reg": _payload_bits(manifest) or 578}
+    widths = {"sums_reg": sums_bits, "terms_reg": _term_bits(acc)}
     return comps + _pipeline_registers(manifest, widths) + accumulator_inventory(acc)
 
 
@@ -320,11 +321,17 @@ def _mxfp4(residual, stages, lanes, manifest):
                   Component(fe, "e2m1dot", (per_rtree,), kept // per_rtree)]
         sum_regs += [13 for b in range(2) if (b * 16) // kept != slices - 1]
         nblk = 4
+    elif residual == "dense":
+        comps.append(Component(fe, "e2m1dot", (per_tree,), lanes // per_tree))
+        sum_regs += [14 for b in range(2) if (b * 32) // lanes != slices - 1]
+        nblk = 4
     comps += [Component(fe, "add", (8,), nblk), Component(fe, "cmp", (8,), nblk + 2)]
     if slices > 1:
         comps.append(Component(fe, "mux", (slices, 4 * lanes), 2))
         if residual == "2:4":
             comps.append(Component(fe, "mux", (slices, 3 * lanes), 1))
+        elif residual == "dense":
+            comps.append(Component(fe, "mux", (slices, 4 * lanes), 1))
     comps += _sequencer_inventory(fe, slices, sum_regs)
     acc = _acc_stage(manifest)
     return comps + _pipeline_registers(manifest, {"*": _term_bits(acc)}) + \

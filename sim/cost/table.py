@@ -6,14 +6,12 @@ entry holds the unit's manifest (so the area model can be evaluated without the 
 the flat-flow figures (``nand2``, ``transistors``, ``flip_flops``, ``longest_path``) and the
 per-sub-block areas of the hierarchical run (``blocks``).
 
-``benchmarks/fit_area_model.py --units`` regenerates it; a slow test re-synthesizes every
-entry and checks the transistor counts.
+``benchmarks/fit_area_model.py --units`` regenerates it (the standard set and
+:data:`SWEEP`); a slow test re-synthesizes every entry and checks the transistor counts.
 """
 
 import json
 import os
-import subprocess
-import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -50,7 +48,7 @@ def lookup(verilog_text, table=None):
 
 
 def _manifest_core(manifest):
-    keep = ("module", "unit", "parameters", "latency", "ii", "timing")
+    keep = ("module", "unit", "parameters", "ports", "latency", "ii", "timing")
     return {k: manifest[k] for k in keep if k in manifest}
 
 
@@ -88,8 +86,11 @@ def record_verilog(paths, table=None, *, jobs=1, progress=None, hierarchical=Tru
     done = 0
 
     def work(p):
-        return entry_for(p, hierarchical=hierarchical,
-                         source=str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else p.name)
+        p = Path(p).resolve()
+        source = str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else p.name
+        if source.startswith("build/"):
+            source = "generated: " + p.stem
+        return entry_for(p, hierarchical=hierarchical, source=source)
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         for sha, entry in pool.map(work, todo):
@@ -101,48 +102,40 @@ def record_verilog(paths, table=None, *, jobs=1, progress=None, hierarchical=Tru
     return table
 
 
-def sweep_configs():
-    """Every configuration of the sweep: unit x residual x stages x lanes.
+#: The sweep beyond the standard set: (unit, residual, stages, lanes). Chosen to cover every
+#: unit, every residual path, 1..4 stages and 16/32/64 lanes without synthesizing the whole
+#: grid (a unit takes minutes on two cores).
+SWEEP = (
+    ("hif4", "none", 3, 16), ("hif4", "none", 4, 32), ("hif4", "2:4", 1, 64),
+    ("hif4", "dense", 4, 16), ("mxfp4", "none", 3, 32), ("mxfp4", "dense", 4, 32),
+    ("nvfp4", "none", 3, 16), ("nvfp4", "none", 1, 64), ("nvfp4", "none", 4, 16),
+)
 
-    Read from the generator's registry through ``hif4 generate --list-configs`` would couple
-    us to it; the sweep is instead the documented parameter space of the RTL contract.
-    """
-    configs = []
-    for unit, residuals in (("hif4", ("none", "2:4")), ("mxfp4", ("none", "2:4")),
-                            ("nvfp4", ("none",))):
-        for residual in residuals:
-            for lanes in (16, 32, 64):
-                for stages in (None, "max"):
-                    configs.append((unit, residual, stages, lanes))
-    return configs
+
+def sweep_configs():
+    """The configurations synthesized besides ``rtl_out/``'s standard set."""
+    return list(SWEEP)
 
 
 def generate_config(unit, residual, stages, lanes, out_dir):
-    """Run ``hif4 generate`` for one configuration; returns the Verilog path."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "sim.cli", "generate", "--unit", unit, "--residual", residual,
-           "--lanes", str(lanes), "--out", str(out_dir)]
-    if stages is not None:
-        cmd += ["--stages", str(stages)]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"hif4 generate failed for {unit} {residual} {stages} {lanes}:\n"
-                           f"{proc.stderr[-2000:]}")
-    before = {p for p in out_dir.glob("*.v")}
-    return sorted(before, key=lambda p: p.stat().st_mtime)[-1]
+    """Generate one configuration (cached, ``sim.bench.runner.generate_cached``)."""
+    from hwgen.units import module_name
+    from sim.bench.runner import generate_cached
+
+    module = module_name(unit, residual, stages, lanes)
+    verilog, _ = generate_cached(unit, {"residual": residual, "stages": stages,
+                                        "lanes": lanes}, Path(out_dir) / module)
+    return verilog
 
 
-def synthesize_sweep(*, jobs=1, progress=None, configs=None):
-    """Generate and synthesize the sweep plus ``rtl_out/``'s standard set."""
+def synthesize_sweep(*, jobs=1, progress=None, configs=None, hierarchical=False):
+    """Generate and synthesize the sweep plus ``rtl_out/``'s standard set into the table."""
     paths = sorted((ROOT / "rtl_out").glob("*.v"))
     build = ROOT / "build" / "units"
     for unit, residual, stages, lanes in configs or sweep_configs():
-        try:
-            paths.append(generate_config(unit, residual, stages, lanes, build))
-        except RuntimeError as exc:
-            print(f"skipped: {exc}", file=sys.stderr)
-    return record_verilog(sorted(set(paths)), jobs=jobs, progress=progress)
+        paths.append(generate_config(unit, residual, stages, lanes, build))
+    return record_verilog(sorted(set(paths)), jobs=jobs, progress=progress,
+                          hierarchical=hierarchical)
 
 
 def report_model_vs_synth(table=None, *, verbose=False, coeffs=None):
