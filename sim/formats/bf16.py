@@ -14,7 +14,8 @@ def _round_narrow(x):
 
     float16 -> float32 is exact; the float32 word is rounded RNE to its top 16 bits (float32
     and bfloat16 share the exponent range, subnormals included). -0.0 becomes +0.0 first."""
-    xf = np.add(x, np.float32(0), dtype=np.float32)
+    with np.errstate(invalid="ignore"):                 # signalling NaN bit patterns
+        xf = np.add(x, np.float32(0), dtype=np.float32)
     bits = xf.view(np.uint32)
     r = (bits >> np.uint32(16)) & np.uint32(1)
     r += np.uint32(0x7FFF)
