@@ -107,7 +107,18 @@ def build(verilog, module, *, sim="verilator", waves=False, build_root=None, log
     """Build ``verilog`` (top ``module``) with ``sim``; returns the build folder (cached)."""
     build_root = Path(build_root or REPO / "build")
     with _locked(build_root / sim / f".{module}{'_waves' if waves else ''}.lock"):
-        return _build(verilog, module, sim=sim, waves=waves, build_root=build_root, log=log)
+        try:
+            return _build(verilog, module, sim=sim, waves=waves, build_root=build_root, log=log)
+        except RuntimeError:
+            if not simulator_available(sim)[0]:
+                raise
+            # Verilator's generated makefile occasionally loses its precompiled header under
+            # `make -j` on a loaded machine ("Vtop__pch.h.slow: No such file"); one clean
+            # rebuild (the folder is removed first, as the stamp is missing) has always
+            # succeeded.
+            print(f"verify: building {module} failed once; rebuilding from scratch",
+                  file=sys.stderr)
+            return _build(verilog, module, sim=sim, waves=waves, build_root=build_root, log=log)
 
 
 def _has_lz4():

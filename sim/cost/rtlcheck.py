@@ -52,13 +52,7 @@ def run_rtl_cycles(verilog, manifest, payloads, segments, outputs, gaps, ready, 
     import tempfile
 
     module = manifest["module"]
-    try:
-        build_dir = bench_runner.build(verilog, module, sim=sim, build_root=build_root)
-    except RuntimeError:
-        # Verilator's generated makefile occasionally loses a precompiled header under
-        # `make -j` on a loaded machine ("Vtop__pch.h.slow: No such file"); one clean
-        # rebuild has always succeeded.
-        build_dir = bench_runner.build(verilog, module, sim=sim, build_root=build_root)
+    build_dir = bench_runner.build(verilog, module, sim=sim, build_root=build_root)
     (build_dir / "runs").mkdir(exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="cycles-", dir=build_dir / "runs"))
     job = work / "cycles_job.npz"
