@@ -20,6 +20,8 @@ from amaranth.hdl import Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from .unit import DotUnit
+
 __all__ = ["E2M1Product", "E2M1DotSlice", "E2M1DotUnitBase", "PRODUCT_BITS", "dot_sum_bits",
            "e2m1_product_expr", "adder_tree"]
 
@@ -176,7 +178,7 @@ class E2M1DotSlice(wiring.Component):
 LANES = (16, 32, 64)
 
 
-class E2M1DotUnitBase(wiring.Component):
+class E2M1DotUnitBase(DotUnit):
     """Common shell of the MXFP4 and NVFP4 dot-product units.
 
     A subclass sets ``unit``, ``RESIDUALS``, and implements ``_payload_fields()`` (the
@@ -213,33 +215,6 @@ class E2M1DotUnitBase(wiring.Component):
     def _residual_message(self, residual):
         allowed = ", ".join(repr(r) for r in self.RESIDUALS)
         return f"Residual must be one of {allowed}, not {residual!r}"
-
-    # Parameters and derived numbers, read by hwgen.manifest and the tests.
-    residual = property(lambda self: self._residual)
-    stages = property(lambda self: self._stages)
-    lanes = property(lambda self: self._lanes)
-    payload_layout = property(lambda self: self._payload)
-    terms = property(lambda self: self._term_specs)
-
-    @property
-    def ii(self):
-        """Cycles per step, ``64 // lanes``."""
-        return 64 // self._lanes
-
-    @property
-    def latency(self):
-        """Rising edges from the input transfer of a ``last`` step to ``o.valid``."""
-        return self._stages if self._stages <= 3 else self._stages - 1 + self.ii
-
-    @property
-    def module_name(self):
-        from .units import module_name
-
-        return module_name(self.unit, self._residual, self._stages, self._lanes)
-
-    @property
-    def timing(self):
-        return {"pipeline": [{"stage": name, **desc} for name, desc, _ in self._plan()]}
 
     def _plan(self):
         """``[(name, description, factory)]`` of the stream stages, input to output."""

@@ -34,7 +34,7 @@ from amaranth.lib.wiring import In, Out
 
 from .accum import AccumSpec, Accumulator, TermSpec, accum_layout
 from .stream import Map, Register, Sequencer, chain
-from .units import module_name
+from .unit import DotUnit
 
 __all__ = ["S1P2", "HIF4_BLOCK", "RES24_BLOCK", "MicroGroupDot", "ResidualSelect",
            "BlockSlice", "ScalePair", "TermFormer", "HiF4DotUnit"]
@@ -292,7 +292,7 @@ def _check_params(residual, stages, lanes):
         raise ValueError(f"Lane count must be one of 16, 32, 64, not {lanes!r}")
 
 
-class HiF4DotUnit(wiring.Component):
+class HiF4DotUnit(DotUnit):
     """HiF4 dot-product unit: one 64-element step per transfer into an FP32 accumulator.
 
     Parameters (keyword-only)
@@ -341,32 +341,9 @@ class HiF4DotUnit(wiring.Component):
         if residual != "none":
             res_bits = _sum_bits(32 if residual == "2:4" else 64, 4)
             terms.append(TermSpec("res", res_bits + 6, 7, TERM_BIAS, exp_max=126))
-        self._terms = tuple(terms)
+        self._term_specs = tuple(terms)
         super().__init__({"i": In(stream.Signature(self._payload)),
                           "o": Out(stream.Signature(32))})
-
-    # Parameters and derived numbers, read by hwgen.manifest and the tests.
-    residual = property(lambda self: self._residual)
-    stages = property(lambda self: self._stages)
-    lanes = property(lambda self: self._lanes)
-    payload_layout = property(lambda self: self._payload)
-    terms = property(lambda self: self._terms)
-
-    @property
-    def ii(self):
-        return 64 // self._lanes
-
-    @property
-    def latency(self):
-        return self._stages if self._stages <= 3 else self._stages - 1 + self.ii
-
-    @property
-    def module_name(self):
-        return module_name(self.unit, self._residual, self._stages, self._lanes)
-
-    @property
-    def timing(self):
-        return {"pipeline": [{"stage": name, **desc} for name, desc, _ in self._plan()]}
 
     def _sums_layout(self):
         fields = {"main_sum": signed(_sum_bits(64, 4)), "main_mant": 6, "main_exp": 7}
@@ -379,7 +356,7 @@ class HiF4DotUnit(wiring.Component):
     def _plan(self):
         """``[(name, description, factory)]`` of the stream stages, input to output."""
         sums = self._sums_layout()
-        terms = accum_layout(self._terms)
+        terms = accum_layout(self._term_specs)
         n = self.ii
         groups = self._lanes // 4
         sum_fields = ["main_sum"] + (["res_sum"] if self._residual != "none" else [])
@@ -445,8 +422,8 @@ class HiF4DotUnit(wiring.Component):
         plan.append(("terms", kinds["comb"], lambda: Map(sums, terms, form, name="terms")))
         if self._stages >= 2:
             plan.append(("terms_reg", kinds["register"], lambda: Register(terms)))
-        plan.append(("acc", {"kind": "accumulator", **AccumSpec(self._terms).describe()},
-                     lambda: Accumulator(self._terms)))
+        plan.append(("acc", {"kind": "accumulator", **AccumSpec(self._term_specs).describe()},
+                     lambda: Accumulator(self._term_specs)))
         return plan
 
     def elaborate(self, platform):

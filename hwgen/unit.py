@@ -1,0 +1,47 @@
+"""What every dot-product unit exposes, whatever its format.
+
+:class:`DotUnit` holds the parameters and the numbers derived from them that
+:mod:`hwgen.manifest`, the registry and the tests read: ``residual``, ``stages``, ``lanes``,
+``payload_layout``, ``terms``, ``ii``, ``latency``, ``module_name`` and ``timing``. A format's
+unit sets ``_residual``, ``_stages``, ``_lanes``, ``_payload`` and ``_term_specs`` before
+calling ``super().__init__(signature)`` and implements ``_plan()``, the list of
+``(name, description, factory)`` stream stages from input to output.
+"""
+
+from amaranth.lib import wiring
+
+__all__ = ["DotUnit"]
+
+
+class DotUnit(wiring.Component):
+    """Base of the HiF4, MXFP4 and NVFP4 units (see the module docstring)."""
+
+    residual = property(lambda self: self._residual)
+    stages = property(lambda self: self._stages)
+    lanes = property(lambda self: self._lanes)
+    payload_layout = property(lambda self: self._payload)
+    terms = property(lambda self: self._term_specs)
+
+    @property
+    def ii(self):
+        """Cycles per step, ``64 // lanes``."""
+        return 64 // self._lanes
+
+    @property
+    def latency(self):
+        """Rising edges from the input transfer of a ``last`` step to ``o.valid``."""
+        return self._stages if self._stages <= 3 else self._stages - 1 + self.ii
+
+    @property
+    def module_name(self):
+        from .units import module_name
+
+        return module_name(self.unit, self._residual, self._stages, self._lanes)
+
+    @property
+    def timing(self):
+        """The stage chain as the manifest records it (``timing.pipeline``)."""
+        return {"pipeline": [{"stage": name, **desc} for name, desc, _ in self._plan()]}
+
+    def _plan(self):
+        raise NotImplementedError
