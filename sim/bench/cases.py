@@ -6,6 +6,8 @@
 
 import numpy as np
 
+from .streams import stream as _stream, loop as _loop, single as _single
+
 __all__ = ["CASES", "named_cases", "hif4_cases"]
 
 
@@ -26,22 +28,6 @@ def _hif4_residual(residual, n, *, elem=0, scale=48 << 2, l3=0, l2=0):
             "l3": np.full((n, 16), l3, dtype=np.uint8),
             "l2": np.full((n, 8), l2, dtype=np.uint8),
             "scale": np.full((n,), scale, dtype=np.uint8)}
-
-
-def _stream(a, w, r, first, last):
-    return {"a": a, "w": w, "r": r, "first": np.asarray(first, dtype=bool),
-            "last": np.asarray(last, dtype=bool)}
-
-
-def _loop(n):
-    first = np.zeros(n, dtype=bool)
-    last = np.zeros(n, dtype=bool)
-    first[0] = last[-1] = True
-    return first, last
-
-
-def _single(n):
-    return np.ones(n, dtype=bool), np.ones(n, dtype=bool)
 
 
 def hif4_cases(residual):

@@ -8,6 +8,8 @@ scale-code pair through the whole unit (65536 steps; used by the slow tests).
 
 import numpy as np
 
+from .streams import stream as _stream, loop as _loop, single as _single
+
 __all__ = ["mxfp4_cases", "nvfp4_cases", "scale_pair_stream", "element_pair_stream"]
 
 _ONE = {"mxfp4": 127, "nvfp4": 7 << 3}          # scale code of 1.0
@@ -30,22 +32,6 @@ def _residual(residual, n, *, elem=0, scale=127):
     return {"elem": np.full((n, 2, 16), elem, dtype=np.uint8),
             "pos": np.tile(np.array([0, 3], dtype=np.uint8), (n, 2, 8)),
             "scale": np.full((n, 2), scale, dtype=np.uint8)}
-
-
-def _stream(a, w, r, first, last):
-    return {"a": a, "w": w, "r": r, "first": np.asarray(first, dtype=bool),
-            "last": np.asarray(last, dtype=bool)}
-
-
-def _loop(n):
-    first = np.zeros(n, dtype=bool)
-    last = np.zeros(n, dtype=bool)
-    first[0] = last[-1] = True
-    return first, last
-
-
-def _single(n):
-    return np.ones(n, dtype=bool), np.ones(n, dtype=bool)
 
 
 def _common_cases(unit, residual):
