@@ -47,8 +47,8 @@ def load_npy(path):
         raise CLIError(f"input {str(path)!r} is not a file")
     with open(path, "rb") as handle:
         if handle.read(6) != b"\x93NUMPY":
-            raise CLIError(f"input {str(path)!r} is not a readable .npy file: it has no NumPy header; "
-                           "save arrays with numpy.save")
+            raise CLIError(f"input {str(path)!r} is not a readable .npy file: it has no NumPy "
+                           "header; save arrays with numpy.save")
     try:
         array = np.load(path, allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:
