@@ -216,7 +216,8 @@ def _cmp(w):
 
 FAMILIES = {
     "mul": _mul, "smul": _smul, "smulx": _smulx, "add": _add, "tree": _tree, "shl": _shl,
-    "shr": _shr, "e2m1": _e2m1, "e2m1dot": _e2m1dot, "wshl": _wshl, "addn": _addn, "neg": _neg, "norm": _norm,
+    "shr": _shr, "e2m1": _e2m1, "e2m1dot": _e2m1dot, "wshl": _wshl, "addn": _addn,
+    "neg": _neg, "norm": _norm,
     "mux": _mux, "reg": _reg, "regp": _regp, "rege": _rege, "lzc": _lzc, "cmp": _cmp,
 }
 
