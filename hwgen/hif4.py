@@ -33,30 +33,12 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .accum import AccumSpec, Accumulator, TermSpec, accum_layout
+from .layouts import HIF4_BLOCK, RES24_BLOCK, S1P2
 from .stream import Map, Register, Sequencer, chain
 from .unit import DotUnit
 
 __all__ = ["S1P2", "HIF4_BLOCK", "RES24_BLOCK", "MicroGroupDot", "ResidualSelect",
            "BlockSlice", "ScalePair", "TermFormer", "HiF4DotUnit"]
-
-S1P2 = data.StructLayout({"k": 3, "s": 1})
-
-#: One packed HiF4 block, 288 bits (spec section 2): elements, L3, L2, E6M2.
-HIF4_BLOCK = data.StructLayout({
-    "elem": data.ArrayLayout(S1P2, 64),
-    "l3": 16,
-    "l2": 8,
-    "scale": 8,
-})
-
-#: One packed 2:4 HiF4 residual block, 224 bits (spec section 6).
-RES24_BLOCK = data.StructLayout({
-    "kept": data.ArrayLayout(S1P2, 32),
-    "pos": data.ArrayLayout(2, 32),
-    "l3": 16,
-    "l2": 8,
-    "scale": 8,
-})
 
 NAN_SCALE = 0xFF
 TERM_BIAS = 104         # (k/4)(k/4) -> 2**-4; E6M2 pair -> 2**(Ea + Ew - 100)

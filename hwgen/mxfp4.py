@@ -33,10 +33,11 @@ the price is the window width, which the E8M0 range sets: block terms span ``2**
 and NVFP4.
 """
 
-from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
+from .layouts import MXFP4_BLOCK
 from .e2m1 import E2M1DotUnitBase, adder_tree, dot_sum_bits, e2m1_product_expr
 
 __all__ = ["E8M0ScalePair", "MXFP4DotUnit", "SCALE_EXP_BITS", "BLOCK", "BLOCK_BITS",
@@ -91,8 +92,7 @@ class E8M0ScalePair(wiring.Component):
 # Packed layouts (spec section 3; docs/mxfp4_residual.md)
 
 #: One MXFP4 block: 32 E2M1 codes (element i at bits [4i, 4i+4)), E8M0 code at [128, 136).
-BLOCK_LAYOUT = data.StructLayout({"elem": data.ArrayLayout(unsigned(4), BLOCK),
-                                  "scale": unsigned(8)})
+BLOCK_LAYOUT = MXFP4_BLOCK
 #: One step of one operand: two blocks, block 0 in the low 136 bits (272 bits).
 STEP_LAYOUT = data.ArrayLayout(BLOCK_LAYOUT, 2)
 #: One packed 2:4 residual block: 16 kept E2M1 codes, 16 2-bit positions, E8M0 (104 bits).

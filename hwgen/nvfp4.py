@@ -23,10 +23,11 @@ accumulator with one RNE rounding. The per-tensor scales T stay outside the unit
 GEMM applies ``RNE_FP32(acc * T_a * T_w)`` after it. NVFP4 units take no residual.
 """
 
-from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Module, Mux, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
+from .layouts import NVFP4_BLOCK
 from .e2m1 import E2M1DotUnitBase, adder_tree, e2m1_product_expr
 
 __all__ = ["UE4M3ScalePair", "NVFP4DotUnit", "BLOCK", "BLOCK_BITS", "SCALE_SHIFT_BITS",
@@ -88,8 +89,7 @@ class UE4M3ScalePair(wiring.Component):
 # Packed layouts (spec section 4) and the unit
 
 #: One NVFP4 block: 16 E2M1 codes (element i at bits [4i, 4i+4)), UE4M3 code at [64, 72).
-BLOCK_LAYOUT = data.StructLayout({"elem": data.ArrayLayout(unsigned(4), BLOCK),
-                                  "scale": unsigned(8)})
+BLOCK_LAYOUT = NVFP4_BLOCK
 #: One step of one operand: four blocks, block 0 in the low 72 bits (288 bits).
 STEP_LAYOUT = data.ArrayLayout(BLOCK_LAYOUT, 4)
 #: Weight exponent of the lowest bit of the pre-added step term: the smallest block-term
