@@ -20,7 +20,7 @@ from amaranth.hdl import Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .unit import DotUnit
+from .unit import DotUnit, check_stages_lanes
 
 __all__ = ["E2M1Product", "E2M1DotSlice", "E2M1DotUnitBase", "PRODUCT_BITS", "dot_sum_bits",
            "e2m1_product_expr", "adder_tree"]
@@ -171,11 +171,8 @@ class E2M1DotSlice(wiring.Component):
         return m
 
 
-
 # ---------------------------------------------------------------------------------------
 # The unit shell shared by the MXFP4 and NVFP4 units (same pipeline plan as the HiF4 unit)
-
-LANES = (16, 32, 64)
 
 
 class E2M1DotUnitBase(DotUnit):
@@ -200,10 +197,7 @@ class E2M1DotUnitBase(DotUnit):
     def __init__(self, *, residual="none", stages=3, lanes=64):
         if residual not in self.RESIDUALS:
             raise ValueError(self._residual_message(residual))
-        if isinstance(stages, bool) or not isinstance(stages, int) or not 1 <= stages <= 4:
-            raise ValueError(f"Stage count must be an integer from 1 to 4, not {stages!r}")
-        if isinstance(lanes, bool) or lanes not in LANES:
-            raise ValueError(f"Lane count must be one of 16, 32, 64, not {lanes!r}")
+        check_stages_lanes(stages, lanes)
         self._residual, self._stages, self._lanes = residual, stages, lanes
         fields = dict(self._payload_fields())
         fields.update(first=1, last=1)

@@ -35,7 +35,7 @@ from amaranth.lib.wiring import In, Out
 from .accum import AccumSpec, Accumulator, TermSpec, accum_layout
 from .layouts import HIF4_BLOCK, RES24_BLOCK, S1P2
 from .stream import Map, Register, Sequencer, chain
-from .unit import DotUnit
+from .unit import DotUnit, check_stages_lanes
 
 __all__ = ["S1P2", "HIF4_BLOCK", "RES24_BLOCK", "MicroGroupDot", "ResidualSelect",
            "BlockSlice", "ScalePair", "TermFormer", "HiF4DotUnit"]
@@ -43,7 +43,6 @@ __all__ = ["S1P2", "HIF4_BLOCK", "RES24_BLOCK", "MicroGroupDot", "ResidualSelect
 NAN_SCALE = 0xFF
 TERM_BIAS = 104         # (k/4)(k/4) -> 2**-4; E6M2 pair -> 2**(Ea + Ew - 100)
 RESIDUALS = ("none", "2:4", "dense")
-LANES = (16, 32, 64)
 MAX_PRODUCT = 49        # 7 * 7
 
 
@@ -268,10 +267,7 @@ class TermFormer(wiring.Component):
 def _check_params(residual, stages, lanes):
     if residual not in RESIDUALS:
         raise ValueError(f"Residual must be one of 'none', '2:4', 'dense', not {residual!r}")
-    if isinstance(stages, bool) or not isinstance(stages, int) or not 1 <= stages <= 4:
-        raise ValueError(f"Stage count must be an integer from 1 to 4, not {stages!r}")
-    if isinstance(lanes, bool) or lanes not in LANES:
-        raise ValueError(f"Lane count must be one of 16, 32, 64, not {lanes!r}")
+    check_stages_lanes(stages, lanes)
 
 
 class HiF4DotUnit(DotUnit):

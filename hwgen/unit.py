@@ -10,7 +10,22 @@ calling ``super().__init__(signature)`` and implements ``_plan()``, the list of
 
 from amaranth.lib import wiring
 
-__all__ = ["DotUnit"]
+__all__ = ["DotUnit", "STAGES", "LANES", "check_stages_lanes"]
+
+#: Pipeline register counts every unit accepts (``stages``).
+STAGES = (1, 2, 3, 4)
+#: Element products per cycle every unit accepts (``lanes``); a step is 64 elements.
+LANES = (16, 32, 64)
+
+
+def check_stages_lanes(stages, lanes):
+    """Raise ``ValueError`` with a one-line message unless ``stages``/``lanes`` are valid."""
+    if isinstance(stages, bool) or not isinstance(stages, int) or stages not in STAGES:
+        raise ValueError(f"Stage count must be an integer from {STAGES[0]} to {STAGES[-1]}, "
+                         f"not {stages!r}")
+    if isinstance(lanes, bool) or lanes not in LANES:
+        raise ValueError(f"Lane count must be one of {', '.join(map(str, LANES))}, "
+                         f"not {lanes!r}")
 
 
 class DotUnit(wiring.Component):

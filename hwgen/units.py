@@ -23,7 +23,7 @@ import importlib
 from dataclasses import dataclass, field
 
 __all__ = ["UnitInfo", "UNITS", "register", "get_builder", "build_unit", "standard_set",
-           "module_name"]
+           "all_configs", "module_name"]
 
 
 @dataclass(frozen=True)
@@ -89,6 +89,18 @@ def standard_set():
             full.update(params)
             out.append((name, full))
     return out
+
+
+def all_configs():
+    """Every configuration a generator accepts, ``[(unit, residual, stages, lanes), ...]``.
+
+    The full grid unit x residual x stages x lanes, in a fixed order (units by name, then
+    their residual modes as registered, then stages and lanes ascending).
+    """
+    from .unit import LANES, STAGES
+
+    return [(name, residual, stages, lanes) for name in sorted(UNITS)
+            for residual in UNITS[name].residuals for stages in STAGES for lanes in LANES]
 
 
 def module_name(unit, residual, stages, lanes):
