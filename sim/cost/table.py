@@ -6,8 +6,9 @@ entry holds the unit's manifest (so the area model can be evaluated without the 
 the flat-flow figures (``nand2``, ``transistors``, ``flip_flops``, ``longest_path``) and the
 per-sub-block areas of the hierarchical run (``blocks``).
 
-``benchmarks/fit_area_model.py --units`` regenerates it (the standard set and
-:data:`SWEEP`); a slow test re-synthesizes every entry and checks the transistor counts.
+``benchmarks/fit_area_model.py --units`` regenerates it: every configuration of the
+generator registry (unit x residual x stages x lanes, :func:`sweep_configs`). A slow test
+re-synthesizes every entry and checks the transistor counts.
 """
 
 import json
@@ -19,7 +20,8 @@ from pathlib import Path
 from . import synth
 
 __all__ = ["TABLE_PATH", "load_table", "save_table", "lookup", "entry_for",
-           "synthesize_sweep", "sweep_configs", "report_model_vs_synth", "record_verilog"]
+           "synthesize_sweep", "sweep_configs", "missing_configs", "report_model_vs_synth",
+           "record_verilog"]
 
 TABLE_PATH = Path(__file__).with_name("synth_table.json")
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,6 +96,10 @@ def record_verilog(paths, table=None, *, jobs=1, progress=None, hierarchical=Tru
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         for sha, entry in pool.map(work, todo):
+            module = entry["manifest"].get("module")
+            for old in [k for k, v in table.items()
+                        if k != sha and v["manifest"].get("module") == module]:
+                del table[old]      # the generator changed: that Verilog is no longer made
             table[sha] = entry
             done += 1
             if progress:
@@ -102,19 +108,24 @@ def record_verilog(paths, table=None, *, jobs=1, progress=None, hierarchical=Tru
     return table
 
 
-#: The sweep beyond the standard set: (unit, residual, stages, lanes). Chosen to cover every
-#: unit, every residual path, 1..4 stages and 16/32/64 lanes without synthesizing the whole
-#: grid (a unit takes minutes on two cores).
-SWEEP = (
-    ("hif4", "none", 3, 16), ("hif4", "none", 4, 32), ("hif4", "2:4", 1, 64),
-    ("hif4", "dense", 4, 16), ("mxfp4", "none", 3, 32), ("mxfp4", "dense", 4, 32),
-    ("nvfp4", "none", 3, 16), ("nvfp4", "none", 1, 64), ("nvfp4", "none", 4, 16),
-)
-
-
 def sweep_configs():
-    """The configurations synthesized besides ``rtl_out/``'s standard set."""
-    return list(SWEEP)
+    """Every generated configuration, ``[(unit, residual, stages, lanes), ...]``: the full
+    grid unit x residual x stages x lanes of the generator registry."""
+    from hwgen.units import all_configs
+
+    return all_configs()
+
+
+def missing_configs(table=None):
+    """The configurations of :func:`sweep_configs` that have no entry in the table."""
+    table = load_table() if table is None else table
+    have = {_config_of(entry["manifest"]) for entry in table.values()}
+    return [c for c in sweep_configs() if c not in have]
+
+
+def _config_of(manifest):
+    p = manifest["parameters"]
+    return (manifest["unit"], p["residual"], p["stages"], p["lanes"])
 
 
 def generate_config(unit, residual, stages, lanes, out_dir):
@@ -128,14 +139,23 @@ def generate_config(unit, residual, stages, lanes, out_dir):
     return verilog
 
 
+def _model_nand2(verilog_path):
+    from sim import area_model
+
+    manifest = json.loads(Path(verilog_path).with_suffix(".json").read_text())
+    return area_model.estimate_manifest(manifest).nand2
+
+
 def synthesize_sweep(*, jobs=1, progress=None, configs=None, hierarchical=False):
-    """Generate and synthesize the sweep plus ``rtl_out/``'s standard set into the table."""
+    """Generate and synthesize every configuration (and ``rtl_out/``'s standard set) into
+    the table, smallest first by the area model, so that an interrupted run has recorded
+    as many configurations as it could (the table is saved after each one)."""
     paths = sorted((ROOT / "rtl_out").glob("*.v"))
     build = ROOT / "build" / "units"
     for unit, residual, stages, lanes in configs or sweep_configs():
         paths.append(generate_config(unit, residual, stages, lanes, build))
-    return record_verilog(sorted(set(paths)), jobs=jobs, progress=progress,
-                          hierarchical=hierarchical)
+    paths = sorted(set(paths), key=lambda p: (_model_nand2(p), p.name))
+    return record_verilog(paths, jobs=jobs, progress=progress, hierarchical=hierarchical)
 
 
 def report_model_vs_synth(table=None, *, verbose=False, coeffs=None):
@@ -154,6 +174,12 @@ def report_model_vs_synth(table=None, *, verbose=False, coeffs=None):
         print(f"{'module':32s} {'synth':>10s} {'model':>10s} {'error':>7s}")
         for name, s, m, e in rows:
             print(f"{name:32s} {s:10.0f} {m:10.0f} {e:+7.1%}")
-        print(f"worst-case model error vs synthesis: {worst:.1%} over {len(rows)} "
-              "configurations")
+        if rows:
+            name, _, _, err = max(rows, key=lambda r: abs(r[3]))
+            print(f"worst-case model error vs synthesis: {err:+.1%} ({name}) over "
+                  f"{len(rows)} configurations")
+        missing = missing_configs(table)
+        if missing:
+            print(f"{len(missing)} of {len(sweep_configs())} configurations not synthesized "
+                  "yet; run python benchmarks/fit_area_model.py --units")
     return worst
