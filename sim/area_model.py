@@ -13,6 +13,16 @@ Each component family has a linear cost formula in NAND2 equivalents whose coeff
 fitted (``benchmarks/fit_area_model.py``) from the synthesized areas of the primitives in
 :mod:`sim.cost.primitives`, with the same Yosys flow as the units
 (:data:`sim.cost.synth.FLOW`). The coefficients live in ``sim/area_coeffs.json``.
+
+Two calibrations sit on top of the primitive costs, both measured by synthesis and kept in
+the same file: the accumulator's align and round blocks carry the ratio of a hierarchical
+synthesis of the accumulator to its primitive sum (``calibration``), and every unit carries
+two factors (``units``), one for its front end and one for the rest (accumulator and
+pipeline registers), fitted on that unit's stage-3 configurations only. They capture what
+the flat flow does across component boundaries (ABC merges a block sum with its products; an
+NVFP4 term enters the window at a fixed position, so most of the window adder is an
+incrementer). The configurations with 1, 2 and 4 stages are not used by the fit and check
+it.
 """
 
 import json
@@ -24,7 +34,7 @@ from pathlib import Path
 __all__ = [
     "FEATURES", "COEFFS_PATH", "Component", "AreaEstimate", "load_coeffs",
     "component_cost", "features", "unit_inventory", "estimate_unit", "estimate_manifest",
-    "UNIT_BUILDERS",
+    "is_front_block", "UNIT_BUILDERS",
 ]
 
 COEFFS_PATH = Path(__file__).with_name("area_coeffs.json")
@@ -142,7 +152,13 @@ def unit_inventory(unit, residual="none", stages=None, lanes=64, manifest=None):
                                manifest=manifest)
 
 
-def _estimate(components, coeffs=None):
+def is_front_block(block):
+    """True for the format's own datapath (front end and term forming); the other blocks are
+    the shared accumulator and the pipeline registers."""
+    return block.startswith("front") or block == "terms"
+
+
+def _estimate(components, coeffs=None, unit=None):
     coeffs = coeffs or load_coeffs()
     blocks = {}
     ffs = 0
@@ -152,12 +168,16 @@ def _estimate(components, coeffs=None):
             ffs += int(comp.count * comp.params[0])
     calib = coeffs.get("calibration", {})
     blocks = {k: v * calib.get(k, {}).get("factor", 1.0) for k, v in sorted(blocks.items())}
+    unit_calib = coeffs.get("units", {}).get(unit)
+    if unit_calib:
+        blocks = {k: v * unit_calib["front" if is_front_block(k) else "rest"]
+                  for k, v in blocks.items()}
     return AreaEstimate(sum(blocks.values()), blocks, ffs, list(components))
 
 
 def estimate_unit(unit, residual="none", stages=None, lanes=64, manifest=None, coeffs=None):
     """Model area (:class:`AreaEstimate`) of one unit configuration."""
-    return _estimate(unit_inventory(unit, residual, stages, lanes, manifest), coeffs)
+    return _estimate(unit_inventory(unit, residual, stages, lanes, manifest), coeffs, unit)
 
 
 def estimate_manifest(manifest, coeffs=None):
@@ -228,7 +248,9 @@ def _sequencer_inventory(block, slices, sum_widths):
     comps = [Component(block, "reg", (_clog2(slices),)),
              Component(block, "add", (_clog2(slices),))]
     for width in sum_widths:
-        comps += [Component(block, "reg", (width,)), Component(block, "add", (width,), 2)]
+        # ``partial + part`` feeds both the output and the register: one adder after
+        # Yosys merges the identical expressions
+        comps += [Component(block, "reg", (width,)), Component(block, "add", (width,))]
     return comps
 
 

@@ -11,10 +11,12 @@ generator registry (unit x residual x stages x lanes, :func:`sweep_configs`). A 
 re-synthesizes every entry and checks the transistor counts.
 """
 
+import fcntl
 import json
 import os
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
 from pathlib import Path
 
 from . import synth
@@ -76,16 +78,29 @@ def entry_for(verilog_path, manifest=None, *, hierarchical=True, source=None, ca
     return flat.sha256, entry
 
 
-def record_verilog(paths, table=None, *, jobs=1, progress=None, hierarchical=True):
-    """Synthesize Verilog files (with manifests beside them) into the table; returns it."""
-    table = load_table() if table is None else table
+def _merge_entry(table, sha, entry):
+    module = entry["manifest"].get("module")
+    for old in [k for k, v in table.items()
+                if k != sha and v["manifest"].get("module") == module]:
+        del table[old]      # the generator changed: that Verilog is no longer made
+    table[sha] = entry
+
+
+def record_verilog(paths, table=None, *, jobs=1, progress=None, hierarchical=True,
+                   path=TABLE_PATH):
+    """Synthesize Verilog files (with manifests beside them) into the table; returns it.
+
+    Each result is merged into the file at ``path`` as soon as it is known (under a lock,
+    re-reading the file first), so an interrupted run keeps what it finished and two runs
+    on different configurations can share the table.
+    """
+    table = load_table(path) if table is None else table
     todo = []
     for p in paths:
         p = Path(p)
         sha = synth.verilog_sha256(p.read_text())
         if sha not in table or (hierarchical and "blocks" not in table[sha]):
             todo.append(p)
-    done = 0
 
     def work(p):
         p = Path(p).resolve()
@@ -95,17 +110,27 @@ def record_verilog(paths, table=None, *, jobs=1, progress=None, hierarchical=Tru
         return entry_for(p, hierarchical=hierarchical, source=source)
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        for sha, entry in pool.map(work, todo):
-            module = entry["manifest"].get("module")
-            for old in [k for k, v in table.items()
-                        if k != sha and v["manifest"].get("module") == module]:
-                del table[old]      # the generator changed: that Verilog is no longer made
-            table[sha] = entry
-            done += 1
+        futures = [pool.submit(work, p) for p in todo]
+        for done, future in enumerate(as_completed(futures), 1):
+            sha, entry = future.result()
+            _merge_entry(table, sha, entry)
+            with _locked(path):
+                on_disk = load_table(path)
+                _merge_entry(on_disk, sha, entry)
+                save_table(on_disk, path)
             if progress:
                 progress(done, len(todo), entry["manifest"].get("module", "?"))
-            save_table(table)
     return table
+
+
+@contextmanager
+def _locked(path):
+    with open(Path(path).with_suffix(".lock"), "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def sweep_configs():
@@ -159,25 +184,33 @@ def synthesize_sweep(*, jobs=1, progress=None, configs=None, hierarchical=False)
 
 
 def report_model_vs_synth(table=None, *, verbose=False, coeffs=None):
-    """Compare the area model with every table entry; returns the worst relative error."""
+    """Compare the area model with every table entry; returns the worst relative error.
+
+    With ``verbose`` it prints one line per configuration, the worst case overall and the
+    worst case among the configurations the unit factors were not fitted on (held out).
+    """
     from sim import area_model
 
     table = load_table() if table is None else table
-    worst = 0.0
+    fitted = {name for info in (coeffs or area_model.load_coeffs()).get("units", {}).values()
+              for name in info.get("fitted_on", ())}
     rows = []
     for sha, entry in sorted(table.items(), key=lambda kv: kv[1]["manifest"]["module"]):
         est = area_model.estimate_manifest(entry["manifest"], coeffs=coeffs)
         err = (est.nand2 - entry["nand2"]) / entry["nand2"]
-        worst = max(worst, abs(err))
         rows.append((entry["manifest"]["module"], entry["nand2"], est.nand2, err))
+    worst = max((abs(r[3]) for r in rows), default=0.0)
     if verbose:
         print(f"{'module':32s} {'synth':>10s} {'model':>10s} {'error':>7s}")
         for name, s, m, e in rows:
-            print(f"{name:32s} {s:10.0f} {m:10.0f} {e:+7.1%}")
-        if rows:
-            name, _, _, err = max(rows, key=lambda r: abs(r[3]))
-            print(f"worst-case model error vs synthesis: {err:+.1%} ({name}) over "
-                  f"{len(rows)} configurations")
+            mark = " (fit)" if name in fitted else ""
+            print(f"{name:32s} {s:10.0f} {m:10.0f} {e:+7.1%}{mark}")
+        for label, subset in (("", rows), (" held out", [r for r in rows
+                                                           if r[0] not in fitted])):
+            if subset:
+                name, _, _, err = max(subset, key=lambda r: abs(r[3]))
+                print(f"worst-case model error vs synthesis{label}: {err:+.1%} ({name}) over "
+                      f"{len(subset)} configurations")
         missing = missing_configs(table)
         if missing:
             print(f"{len(missing)} of {len(sweep_configs())} configurations not synthesized "
