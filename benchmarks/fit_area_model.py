@@ -138,6 +138,38 @@ def calibrate_units(coeffs, tab=None):
     return units
 
 
+def plot_model_vs_synth(path):
+    """Scatter of model against synthesis for every table entry, with the 10% band."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = table.model_vs_synth()
+    fig, ax = plt.subplots(figsize=(6, 5))
+    for unit, color in (("hif4", "tab:blue"), ("mxfp4", "tab:red"), ("nvfp4", "tab:green")):
+        for fit, marker, label in ((True, "o", "fitted on"), (False, "x", "held out")):
+            pts = [(r[2] / 1e3, r[3] / 1e3) for r in rows if r[1] == unit and r[5] == fit]
+            if pts:
+                ax.scatter(*zip(*pts), c=color, marker=marker, s=28,
+                           label=f"{unit} ({label}, {len(pts)})")
+    top = max(max(r[2], r[3]) for r in rows) / 1e3 * 1.05
+    ax.plot([0, top], [0, top], "k-", lw=0.8)
+    for f in (0.9, 1.1):
+        ax.plot([0, top], [0, top * f], "k:", lw=0.8)
+    worst = max(rows, key=lambda r: abs(r[4]))
+    ax.set_title(f"Area model vs Yosys, {len(rows)} configurations\n"
+                 f"worst {worst[4]:+.1%} ({worst[0]}); dotted: \u00b110%")
+    ax.set_xlabel("synthesis, thousand NAND2-eq")
+    ax.set_ylabel("model, thousand NAND2-eq")
+    ax.set_xlim(0, top)
+    ax.set_ylim(0, top)
+    ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100, metadata={"Software": None})
+    plt.close(fig)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--units", action="store_true",
@@ -147,6 +179,8 @@ def main(argv=None):
     ap.add_argument("--jobs", type=int, default=1, help="parallel Yosys runs for --units")
     ap.add_argument("--blocks", action="store_true",
                     help="with --units, also run the hierarchical flow for per-sub-block areas")
+    ap.add_argument("--plot", metavar="FILE.png",
+                    help="draw the model against synthesis for every configuration")
     args = ap.parse_args(argv)
 
     if args.units:
@@ -168,6 +202,9 @@ def main(argv=None):
                   f"{len(info['fitted_on'])} stage-{CALIBRATION_STAGES} configurations, "
                   f"worst {info['max_rel_error']:.1%})")
     worst = table.report_model_vs_synth(verbose=True)
+    if args.plot:
+        plot_model_vs_synth(args.plot)
+        print(f"wrote {args.plot}")
     return 0 if worst <= 0.10 else 1
 
 

@@ -22,7 +22,8 @@ from pathlib import Path
 from . import synth
 
 __all__ = ["TABLE_PATH", "load_table", "save_table", "lookup", "entry_for",
-           "synthesize_sweep", "sweep_configs", "missing_configs", "report_model_vs_synth",
+           "synthesize_sweep", "sweep_configs", "missing_configs", "model_vs_synth",
+           "report_model_vs_synth",
            "record_verilog"]
 
 TABLE_PATH = Path(__file__).with_name("synth_table.json")
@@ -183,32 +184,40 @@ def synthesize_sweep(*, jobs=1, progress=None, configs=None, hierarchical=False)
     return record_verilog(paths, jobs=jobs, progress=progress, hierarchical=hierarchical)
 
 
-def report_model_vs_synth(table=None, *, verbose=False, coeffs=None):
-    """Compare the area model with every table entry; returns the worst relative error.
-
-    With ``verbose`` it prints one line per configuration, the worst case overall and the
-    worst case among the configurations the unit factors were not fitted on (held out).
-    """
+def model_vs_synth(table=None, coeffs=None):
+    """One row per table entry, by module name: ``(module, unit, synth_nand2, model_nand2,
+    relative error, fitted)``; ``fitted`` is True for the entries the unit factors of the
+    area model were fitted on."""
     from sim import area_model
 
     table = load_table() if table is None else table
     fitted = {name for info in (coeffs or area_model.load_coeffs()).get("units", {}).values()
               for name in info.get("fitted_on", ())}
     rows = []
-    for sha, entry in sorted(table.items(), key=lambda kv: kv[1]["manifest"]["module"]):
-        est = area_model.estimate_manifest(entry["manifest"], coeffs=coeffs)
-        err = (est.nand2 - entry["nand2"]) / entry["nand2"]
-        rows.append((entry["manifest"]["module"], entry["nand2"], est.nand2, err))
-    worst = max((abs(r[3]) for r in rows), default=0.0)
+    for entry in sorted(table.values(), key=lambda e: e["manifest"]["module"]):
+        man = entry["manifest"]
+        model = area_model.estimate_manifest(man, coeffs=coeffs).nand2
+        rows.append((man["module"], man["unit"], entry["nand2"], model,
+                     (model - entry["nand2"]) / entry["nand2"], man["module"] in fitted))
+    return rows
+
+
+def report_model_vs_synth(table=None, *, verbose=False, coeffs=None):
+    """Compare the area model with every table entry; returns the worst relative error.
+
+    With ``verbose`` it prints one line per configuration, the worst case overall and the
+    worst case among the configurations the unit factors were not fitted on (held out).
+    """
+    table = load_table() if table is None else table
+    rows = model_vs_synth(table, coeffs)
+    worst = max((abs(r[4]) for r in rows), default=0.0)
     if verbose:
         print(f"{'module':32s} {'synth':>10s} {'model':>10s} {'error':>7s}")
-        for name, s, m, e in rows:
-            mark = " (fit)" if name in fitted else ""
-            print(f"{name:32s} {s:10.0f} {m:10.0f} {e:+7.1%}{mark}")
-        for label, subset in (("", rows), (" held out", [r for r in rows
-                                                           if r[0] not in fitted])):
+        for name, _, syn, model, err, fit in rows:
+            print(f"{name:32s} {syn:10.0f} {model:10.0f} {err:+7.1%}{' (fit)' if fit else ''}")
+        for label, subset in (("", rows), (" held out", [r for r in rows if not r[5]])):
             if subset:
-                name, _, _, err = max(subset, key=lambda r: abs(r[3]))
+                name, _, _, _, err, _ = max(subset, key=lambda r: abs(r[4]))
                 print(f"worst-case model error vs synthesis{label}: {err:+.1%} ({name}) over "
                       f"{len(subset)} configurations")
         missing = missing_configs(table)
