@@ -179,12 +179,18 @@ def main(argv=None):
     ap.add_argument("--jobs", type=int, default=1, help="parallel Yosys runs for --units")
     ap.add_argument("--blocks", action="store_true",
                     help="with --units, also run the hierarchical flow for per-sub-block areas")
+    ap.add_argument("--timeout", type=int, default=3600, metavar="S",
+                    help="give up on a unit after S seconds of Yosys (default 3600)")
     ap.add_argument("--plot", metavar="FILE.png",
                     help="draw the model against synthesis for every configuration")
     args = ap.parse_args(argv)
 
     if args.units:
-        table.synthesize_sweep(jobs=args.jobs, progress=progress, hierarchical=args.blocks)
+        try:
+            table.synthesize_sweep(jobs=args.jobs, progress=progress, hierarchical=args.blocks,
+                                   timeout=args.timeout)
+        except synth.SynthError as exc:
+            print(f"warning: {exc}", file=sys.stderr)
     if not args.check:
         families = fit_primitives()
         coeffs = {"flow": synth.FLOW, "unit": "NAND2 equivalents (CMOS transistors / 4)",

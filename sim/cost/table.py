@@ -57,12 +57,15 @@ def _manifest_core(manifest):
     return {k: manifest[k] for k in keep if k in manifest}
 
 
-def entry_for(verilog_path, manifest=None, *, hierarchical=True, source=None, cache_dir=None):
+def entry_for(verilog_path, manifest=None, *, hierarchical=True, source=None, cache_dir=None,
+              timeout=3600):
     """Synthesize one generated module (flat, and hierarchical for the blocks) into an entry."""
     verilog_path = Path(verilog_path)
     if manifest is None:
         manifest = json.loads(verilog_path.with_suffix(".json").read_text())
-    kwargs = {} if cache_dir is None else {"cache_dir": cache_dir}
+    kwargs = {"timeout": timeout}
+    if cache_dir is not None:
+        kwargs["cache_dir"] = cache_dir
     flat = synth.synthesize(verilog_path, manifest.get("module"), **kwargs)
     entry = {
         "manifest": _manifest_core(manifest),
@@ -88,12 +91,14 @@ def _merge_entry(table, sha, entry):
 
 
 def record_verilog(paths, table=None, *, jobs=1, progress=None, hierarchical=True,
-                   path=TABLE_PATH):
+                   path=TABLE_PATH, timeout=3600):
     """Synthesize Verilog files (with manifests beside them) into the table; returns it.
 
     Each result is merged into the file at ``path`` as soon as it is known (under a lock,
     re-reading the file first), so an interrupted run keeps what it finished and two runs
-    on different configurations can share the table.
+    on different configurations can share the table. A module whose synthesis fails or
+    takes longer than ``timeout`` seconds does not stop the others; once they are done,
+    :class:`~sim.cost.synth.SynthError` names every such module.
     """
     table = load_table(path) if table is None else table
     todo = []
@@ -108,12 +113,19 @@ def record_verilog(paths, table=None, *, jobs=1, progress=None, hierarchical=Tru
         source = str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else p.name
         if source.startswith("build/"):
             source = "generated: " + p.stem
-        return entry_for(p, hierarchical=hierarchical, source=source)
+        return entry_for(p, hierarchical=hierarchical, source=source, timeout=timeout)
 
+    failed = []
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = [pool.submit(work, p) for p in todo]
+        futures = {pool.submit(work, p): p for p in todo}
         for done, future in enumerate(as_completed(futures), 1):
-            sha, entry = future.result()
+            try:
+                sha, entry = future.result()
+            except synth.SynthError as exc:
+                failed.append(f"{futures[future].stem} ({str(exc).splitlines()[0]})")
+                if progress:
+                    progress(done, len(todo), f"FAILED {futures[future].stem}")
+                continue
             _merge_entry(table, sha, entry)
             with _locked(path):
                 on_disk = load_table(path)
@@ -121,6 +133,9 @@ def record_verilog(paths, table=None, *, jobs=1, progress=None, hierarchical=Tru
                 save_table(on_disk, path)
             if progress:
                 progress(done, len(todo), entry["manifest"].get("module", "?"))
+    if failed:
+        raise synth.SynthError(f"{len(failed)} of {len(todo)} modules not synthesized: "
+                               + "; ".join(failed))
     return table
 
 
@@ -172,7 +187,8 @@ def _model_nand2(verilog_path):
     return area_model.estimate_manifest(manifest).nand2
 
 
-def synthesize_sweep(*, jobs=1, progress=None, configs=None, hierarchical=False):
+def synthesize_sweep(*, jobs=1, progress=None, configs=None, hierarchical=False,
+                     timeout=3600):
     """Generate and synthesize every configuration (and ``rtl_out/``'s standard set) into
     the table, smallest first by the area model, so that an interrupted run has recorded
     as many configurations as it could (the table is saved after each one)."""
@@ -181,7 +197,8 @@ def synthesize_sweep(*, jobs=1, progress=None, configs=None, hierarchical=False)
     for unit, residual, stages, lanes in configs or sweep_configs():
         paths.append(generate_config(unit, residual, stages, lanes, build))
     paths = sorted(set(paths), key=lambda p: (_model_nand2(p), p.name))
-    return record_verilog(paths, jobs=jobs, progress=progress, hierarchical=hierarchical)
+    return record_verilog(paths, jobs=jobs, progress=progress, hierarchical=hierarchical,
+                          timeout=timeout)
 
 
 def model_vs_synth(table=None, coeffs=None):
