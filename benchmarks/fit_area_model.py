@@ -5,7 +5,9 @@ Usage::
     python benchmarks/fit_area_model.py             # fit primitives, write sim/area_coeffs.json,
                                                     # compare with the synthesis table
     python benchmarks/fit_area_model.py --units     # also synthesize every unit configuration
-                                                    # (84; slow: about 2 hours on 2 cores)
+                                                    # (84: minutes each, over an hour for
+                                                    # single-stage multi-term units)
+    python benchmarks/fit_area_model.py --check --plot docs/area_model.png
     python benchmarks/fit_area_model.py --check     # only compare, write nothing
 
 1. Every primitive of :data:`sim.cost.primitives.DEFAULT_GRID` is synthesized with the issue-5
@@ -180,7 +182,7 @@ def main(argv=None):
     ap.add_argument("--blocks", action="store_true",
                     help="with --units, also run the hierarchical flow for per-sub-block areas")
     ap.add_argument("--timeout", type=int, default=3600, metavar="S",
-                    help="give up on a unit after S seconds of Yosys (default 3600)")
+                    help="give up on a unit after S seconds of Yosys (default 3600; 0: never)")
     ap.add_argument("--plot", metavar="FILE.png",
                     help="draw the model against synthesis for every configuration")
     args = ap.parse_args(argv)

@@ -175,7 +175,7 @@ def _run_yosys(script, workdir, timeout):
            "-q", "-s", script]
     try:
         proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True,
-                              timeout=timeout)
+                              timeout=timeout or None)     # 0 or None: no limit
     except subprocess.TimeoutExpired:
         raise SynthError(f"yosys did not finish within {timeout} s") from None
     if proc.returncode != 0:

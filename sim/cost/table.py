@@ -8,7 +8,7 @@ per-sub-block areas of the hierarchical run (``blocks``).
 
 ``benchmarks/fit_area_model.py --units`` regenerates it: every configuration of the
 generator registry (unit x residual x stages x lanes, :func:`sweep_configs`). A slow test
-re-synthesizes every entry and checks the transistor counts.
+re-synthesizes the standard set and checks the transistor counts.
 """
 
 import fcntl
