@@ -23,8 +23,7 @@ from . import synth
 
 __all__ = ["TABLE_PATH", "load_table", "save_table", "lookup", "entry_for",
            "synthesize_sweep", "sweep_configs", "missing_configs", "model_vs_synth",
-           "report_model_vs_synth",
-           "record_verilog"]
+           "report_model_vs_synth", "record_verilog"]
 
 TABLE_PATH = Path(__file__).with_name("synth_table.json")
 ROOT = Path(__file__).resolve().parents[2]
