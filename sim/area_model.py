@@ -18,11 +18,11 @@ Two calibrations sit on top of the primitive costs, both measured by synthesis a
 the same file: the accumulator's align and round blocks carry the ratio of a hierarchical
 synthesis of the accumulator to its primitive sum (``calibration``), and every unit carries
 two factors (``units``), one for its front end and one for the rest (accumulator and
-pipeline registers), fitted on that unit's stage-3 configurations only. They capture what
-the flat flow does across component boundaries (ABC merges a block sum with its products; an
-NVFP4 term enters the window at a fixed position, so most of the window adder is an
-incrementer). The configurations with 1, 2 and 4 stages are not used by the fit and check
-it.
+pipeline registers), fitted on that unit's stage-3 configurations only. They stand for what
+primitives synthesized one by one do not see in the flattened unit: logic optimized across
+component boundaries, and simpler cases of a primitive (an NVFP4 term enters the window at a
+fixed position, so most of its window adder is an incrementer). The configurations with 1,
+2 and 4 stages are not used by the fit and check it.
 """
 
 import json
