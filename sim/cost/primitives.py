@@ -158,21 +158,27 @@ def _norm(w):
     return "\n".join(lines)
 
 
+def _e2m1_products(n):
+    """Verilog lines: ``n`` exact E2M1 x E2M1 products of ``a`` and ``w`` into ``p`` (signed
+    9-bit results; spec: |x|*2 = sig << sh)."""
+    return ["  genvar i;",
+            f"  generate for (i = 0; i < {n}; i = i + 1) begin : g",
+            "    wire [3:0] x = a[4*i +: 4];",
+            "    wire [3:0] y = w[4*i +: 4];",
+            "    wire [1:0] sx = (x[2:1] != 0) ? {1'b1, x[0]} : {1'b0, x[0]};",
+            "    wire [1:0] sy = (y[2:1] != 0) ? {1'b1, y[0]} : {1'b0, y[0]};",
+            "    wire [1:0] hx = (x[2:1] != 0) ? x[2:1] - 2'd1 : 2'd0;",
+            "    wire [1:0] hy = (y[2:1] != 0) ? y[2:1] - 2'd1 : 2'd0;",
+            "    wire [7:0] mag = (sx * sy) << (hx + hy);",
+            "    assign p[9*i +: 9] = (x[3] ^ y[3]) ? -{1'b0, mag} : {1'b0, mag};",
+            "  end endgenerate"]
+
+
 def _e2m1(n):
-    # n independent E2M1 x E2M1 products (spec: |x|*2 = sig << sh), signed 9-bit results
+    # n independent E2M1 x E2M1 products
     lines = [f"module {{name}}(input [{4*n-1}:0] a, input [{4*n-1}:0] w,",
              f"    output [{9*n-1}:0] p);",
-             "  genvar i;",
-             f"  generate for (i = 0; i < {n}; i = i + 1) begin : g",
-             "    wire [3:0] x = a[4*i +: 4];",
-             "    wire [3:0] y = w[4*i +: 4];",
-             "    wire [1:0] sx = (x[2:1] != 0) ? {1'b1, x[0]} : {1'b0, x[0]};",
-             "    wire [1:0] sy = (y[2:1] != 0) ? {1'b1, y[0]} : {1'b0, y[0]};",
-             "    wire [1:0] hx = (x[2:1] != 0) ? x[2:1] - 2'd1 : 2'd0;",
-             "    wire [1:0] hy = (y[2:1] != 0) ? y[2:1] - 2'd1 : 2'd0;",
-             "    wire [7:0] mag = (sx * sy) << (hx + hy);",
-             "    assign p[9*i +: 9] = (x[3] ^ y[3]) ? -{1'b0, mag} : {1'b0, mag};",
-             "  end endgenerate", "endmodule", ""]
+             *_e2m1_products(n), "endmodule", ""]
     return "\n".join(lines)
 
 
@@ -182,17 +188,7 @@ def _e2m1dot(n):
     lines = [f"module {{name}}(input [{4*n-1}:0] a, input [{4*n-1}:0] w,",
              f"    output signed [{out-1}:0] s);",
              f"  wire [{9*n-1}:0] p;",
-             "  genvar i;",
-             f"  generate for (i = 0; i < {n}; i = i + 1) begin : g",
-             "    wire [3:0] x = a[4*i +: 4];",
-             "    wire [3:0] y = w[4*i +: 4];",
-             "    wire [1:0] sx = (x[2:1] != 0) ? {1'b1, x[0]} : {1'b0, x[0]};",
-             "    wire [1:0] sy = (y[2:1] != 0) ? {1'b1, y[0]} : {1'b0, y[0]};",
-             "    wire [1:0] hx = (x[2:1] != 0) ? x[2:1] - 2'd1 : 2'd0;",
-             "    wire [1:0] hy = (y[2:1] != 0) ? y[2:1] - 2'd1 : 2'd0;",
-             "    wire [7:0] mag = (sx * sy) << (hx + hy);",
-             "    assign p[9*i +: 9] = (x[3] ^ y[3]) ? -{1'b0, mag} : {1'b0, mag};",
-             "  end endgenerate",
+             *_e2m1_products(n),
              "  assign s = " + " + ".join(f"$signed(p[{9*i+8}:{9*i}])" for i in range(n)) + ";",
              "endmodule", ""]
     return "\n".join(lines)
