@@ -34,7 +34,7 @@ from pathlib import Path
 __all__ = [
     "FEATURES", "COEFFS_PATH", "Component", "AreaEstimate", "load_coeffs",
     "component_cost", "features", "unit_inventory", "estimate_unit", "estimate_manifest",
-    "is_front_block", "UNIT_BUILDERS",
+    "is_front_block", "is_comb_fed", "UNIT_BUILDERS",
 ]
 
 COEFFS_PATH = Path(__file__).with_name("area_coeffs.json")
@@ -112,6 +112,9 @@ class Component:
     family: str
     params: tuple
     count: float = 1
+    #: ``"comb_align"`` marks a term's alignment shifter fed combinationally by the front
+    #: end (single-stage units); its cost is multiplied by the unit's ``comb_align`` factor.
+    tag: str = ""
 
     def cost(self, coeffs=None):
         return self.count * component_cost(self.family, self.params, coeffs)
@@ -160,15 +163,18 @@ def is_front_block(block):
 
 def _estimate(components, coeffs=None, unit=None):
     coeffs = coeffs or load_coeffs()
+    unit_calib = coeffs.get("units", {}).get(unit) or {}
     blocks = {}
     ffs = 0
     for comp in components:
-        blocks[comp.block] = blocks.get(comp.block, 0.0) + comp.cost(coeffs)
+        cost = comp.cost(coeffs)
+        if comp.tag:
+            cost *= unit_calib.get(comp.tag, 1.0)
+        blocks[comp.block] = blocks.get(comp.block, 0.0) + cost
         if comp.family in ("reg", "regp", "rege"):
             ffs += int(comp.count * comp.params[0])
     calib = coeffs.get("calibration", {})
     blocks = {k: v * calib.get(k, {}).get("factor", 1.0) for k, v in sorted(blocks.items())}
-    unit_calib = coeffs.get("units", {}).get(unit)
     if unit_calib:
         blocks = {k: v * unit_calib["front" if is_front_block(k) else "rest"]
                   for k, v in blocks.items()}
@@ -211,13 +217,28 @@ def _term_bits(acc):
     return sum(t["sig_bits"] + t["exp_bits"] for t in acc["terms"]) + 3
 
 
-def accumulator_inventory(acc):
+def is_comb_fed(manifest):
+    """True when no pipeline register separates the front end from the accumulator (the
+    stage before it is not a register): the terms reach the alignment shifters through the
+    products and adder trees of the same clock cycle (``stages=1``)."""
+    kinds = [st.get("kind") for st in _stages_of(manifest)]
+    i = kinds.index("accumulator") if "accumulator" in kinds else 0
+    return i > 0 and kinds[i - 1] != "register"
+
+
+def accumulator_inventory(acc, *, comb_fed=False):
     """The exact FP32 accumulator (``hwgen/accum.py``) from its manifest description.
 
     Align: the accumulator word's significand shifted into the window by its exponent, a
     conditional negation, every term shifted by its exponent field, one window-wide sum;
     Round: absolute value, leading-zero count and normalising shift, the RNE increment and the
     exponent/special-case logic; the 32-bit accumulator register and ``o.valid``.
+
+    With ``comb_fed`` (a single-stage unit) the terms' alignment shifters are tagged
+    ``"comb_align"`` and carry the unit's single-stage factor: synthesized flat with the
+    front end in one combinational cone, such units come out larger than the sum of their
+    parts by an amount that, for MXFP4, tracks the term alignment (terms x window x shift
+    range). See ``calibrate_comb_align`` in ``benchmarks/fit_area_model.py``.
     """
     w = acc["window_bits"]
     terms = acc["terms"]
@@ -237,7 +258,8 @@ def accumulator_inventory(acc):
     ]
     for t in terms:
         if t["exp_max"] > 0:
-            comps.append(Component("accum.align", "wshl", (t["sig_bits"], t["exp_max"] + 1, w)))
+            comps.append(Component("accum.align", "wshl", (t["sig_bits"], t["exp_max"] + 1, w),
+                                   tag="comb_align" if comb_fed else ""))
     return comps
 
 
@@ -326,7 +348,8 @@ def _hif4(residual, stages, lanes, manifest):
     sums_bits = sum(s + 13 for s in sums) + 3
     acc = _acc_stage(manifest)
     widths = {"sums_reg": sums_bits, "terms_reg": _term_bits(acc)}
-    return comps + _pipeline_registers(manifest, widths) + accumulator_inventory(acc)
+    return (comps + _pipeline_registers(manifest, widths)
+            + accumulator_inventory(acc, comb_fed=is_comb_fed(manifest)))
 
 
 def _mxfp4(residual, stages, lanes, manifest):
@@ -357,7 +380,7 @@ def _mxfp4(residual, stages, lanes, manifest):
     comps += _sequencer_inventory(fe, slices, sum_regs)
     acc = _acc_stage(manifest)
     return comps + _pipeline_registers(manifest, {"*": _term_bits(acc)}) + \
-        accumulator_inventory(acc)
+        accumulator_inventory(acc, comb_fed=is_comb_fed(manifest))
 
 
 def _nvfp4(residual, stages, lanes, manifest):
@@ -378,7 +401,7 @@ def _nvfp4(residual, stages, lanes, manifest):
         comps.append(Component(fe, "mux", (slices, 72), 2 * per_slice))
     comps += _sequencer_inventory(fe, slices, [term_bits])
     return comps + _pipeline_registers(manifest, {"*": _term_bits(acc)}) + \
-        accumulator_inventory(acc)
+        accumulator_inventory(acc, comb_fed=is_comb_fed(manifest))
 
 
 UNIT_BUILDERS.update({"hif4": _hif4, "mxfp4": _mxfp4, "nvfp4": _nvfp4})

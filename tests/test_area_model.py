@@ -67,6 +67,11 @@ def test_unit_factors_fitted_on_stage_three_and_checked_on_the_rest():
         for name in info["fitted_on"]:
             assert entries[name]["manifest"]["parameters"]["stages"] == 3, name
             held_out.discard(name)
+        # the single-stage factor: fitted on 32-lane single-stage entries only
+        for name in info.get("comb_align_fitted_on", ()):
+            params = entries[name]["manifest"]["parameters"]
+            assert (params["stages"], params["lanes"]) == (1, 32), name
+            held_out.discard(name)
     assert {entries[n]["manifest"]["parameters"]["stages"] for n in held_out} >= {1, 2, 4}
     for name in held_out:
         est = area_model.estimate_manifest(entries[name]["manifest"], coeffs=coeffs)
@@ -83,6 +88,41 @@ def test_unit_factors_scale_front_and_rest():
     front = sum(v for k, v in plain.blocks.items() if area_model.is_front_block(k))
     assert front > 0
     assert scaled.nand2 == pytest.approx(plain.nand2 + front)
+
+
+def _manifest(module):
+    return next(e["manifest"] for e in _entries() if e["manifest"]["module"] == module)
+
+
+def test_comb_fed_only_without_a_register_before_the_accumulator():
+    assert area_model.is_comb_fed(_manifest("mxfp4_dot_rnone_s1_l16"))      # front -> acc
+    assert area_model.is_comb_fed(_manifest("hif4_dot_rnone_s1_l16"))   # front, terms -> acc
+    for module in ("mxfp4_dot_rnone_s2_l16", "hif4_dot_rnone_s2_l16", "hif4_dot_r24_s4_l64"):
+        assert not area_model.is_comb_fed(_manifest(module)), module
+
+
+def test_single_stage_factor_scales_only_the_comb_fed_term_shifters():
+    coeffs = area_model.load_coeffs()
+    assert 1.0 <= coeffs["units"]["mxfp4"]["comb_align"] <= 2.5
+    assert 1.0 <= coeffs["units"]["hif4"]["comb_align"] <= 2.5
+    assert "comb_align" not in coeffs["units"]["nvfp4"]     # its one term has a fixed place
+
+    def with_factor(f):
+        units = {u: {**info, "comb_align": f} for u, info in coeffs["units"].items()}
+        return {**coeffs, "units": units}
+
+    one, two = with_factor(1.0), with_factor(2.0)
+    s1 = _manifest("mxfp4_dot_r24_s1_l16")
+    shifters = [c for c in area_model.unit_inventory("mxfp4", "2:4", 1, 16, s1)
+                if c.tag == "comb_align"]
+    assert len(shifters) == 4                                # one per term
+    gain = (area_model.estimate_manifest(s1, coeffs=two).nand2
+            - area_model.estimate_manifest(s1, coeffs=one).nand2)
+    calib = coeffs["calibration"]["accum.align"]["factor"] * coeffs["units"]["mxfp4"]["rest"]
+    assert gain == pytest.approx(sum(c.cost(coeffs) for c in shifters) * calib)
+    s2 = _manifest("mxfp4_dot_r24_s2_l16")
+    assert (area_model.estimate_manifest(s2, coeffs=two).nand2
+            == area_model.estimate_manifest(s2, coeffs=one).nand2)
 
 
 def test_model_answers_instantly():

@@ -203,12 +203,12 @@ def synthesize_sweep(*, jobs=1, progress=None, configs=None, hierarchical=False,
 def model_vs_synth(table=None, coeffs=None):
     """One row per table entry, by module name: ``(module, unit, synth_nand2, model_nand2,
     relative error, fitted)``; ``fitted`` is True for the entries the unit factors of the
-    area model were fitted on."""
+    area model (``fitted_on``, ``comb_align_fitted_on``) were fitted on."""
     from sim import area_model
 
     table = load_table() if table is None else table
     fitted = {name for info in (coeffs or area_model.load_coeffs()).get("units", {}).values()
-              for name in info.get("fitted_on", ())}
+              for key in ("fitted_on", "comb_align_fitted_on") for name in info.get(key, ())}
     rows = []
     for entry in sorted(table.values(), key=lambda e: e["manifest"]["module"]):
         man = entry["manifest"]
