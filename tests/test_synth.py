@@ -117,8 +117,9 @@ def test_synthesis_table_entries_are_complete():
 
 
 #: Not synthesized yet: single-stage units whose one combinational cone (input port, products,
-#: two or more terms into the accumulator) keeps ABC's ``&fraig -x`` busy for over 40 minutes
-#: each here (MXFP4 at 64 lanes, HiF4 2:4 at 64 lanes, HiF4 dense). ``python
+#: two or more terms into the accumulator) keeps Yosys busy for over 40 minutes each here
+#: (MXFP4 at 64 lanes, HiF4 2:4 at 64 lanes, HiF4 dense), inside ABC's ``&fraig -x`` where
+#: it was profiled (docs/results.md, "The area model"). ``python
 #: benchmarks/fit_area_model.py --units --timeout 0`` finishes them where the hours are.
 NOT_YET_SYNTHESIZED = {("hif4", "2:4", 1, 64)} | {("hif4", "dense", 1, lanes)
                                                   for lanes in (16, 32, 64)} | {
