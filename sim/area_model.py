@@ -14,15 +14,18 @@ fitted (``benchmarks/fit_area_model.py``) from the synthesized areas of the prim
 :mod:`sim.cost.primitives`, with the same Yosys flow as the units
 (:data:`sim.cost.synth.FLOW`). The coefficients live in ``sim/area_coeffs.json``.
 
-Two calibrations sit on top of the primitive costs, both measured by synthesis and kept in
-the same file: the accumulator's align and round blocks carry the ratio of a hierarchical
-synthesis of the accumulator to its primitive sum (``calibration``), and every unit carries
-two factors (``units``), one for its front end and one for the rest (accumulator and
-pipeline registers), fitted on that unit's stage-3 configurations only. They stand for what
+Calibrations measured by synthesis sit on top of the primitive costs, kept in the same
+file: the accumulator's align and round blocks carry the ratio of a hierarchical synthesis
+of the accumulator to its primitive sum (``calibration``), and every unit carries two
+factors (``units``), one for its front end and one for the rest (accumulator and pipeline
+registers), fitted on that unit's stage-3 configurations only. They stand for what
 primitives synthesized one by one do not see in the flattened unit: logic optimized across
 component boundaries, and simpler cases of a primitive (an NVFP4 term enters the window at a
-fixed position, so most of its window adder is an incrementer). The configurations with 1,
-2 and 4 stages are not used by the fit and check it.
+fixed position, so most of its window adder is an incrementer). A single-stage unit (no
+register between front end and accumulator, :func:`is_comb_fed`) is one combinational cone
+and synthesizes larger than its parts; its term shifters carry the unit's ``comb_align``
+factor, fitted on the single-stage configurations with 32 lanes only. Every other
+configuration is held out and checks the fit.
 """
 
 import json
