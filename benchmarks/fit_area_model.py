@@ -160,6 +160,9 @@ def calibrate_comb_align(coeffs, tab=None):
     effect sits in the shifters; the factor is a calibration on where it scales, not a
     model of its cause."""
     tab = table.load_table() if tab is None else tab
+    # the model is linear in the factor: its cost at 2 less its cost at 1 is the shifters'
+    doubled = {**coeffs, "units": {u: {**info, "comb_align": 2.0}
+                                   for u, info in coeffs["units"].items()}}
     rows = {}
     for entry in tab.values():
         man = entry["manifest"]
@@ -167,8 +170,7 @@ def calibrate_comb_align(coeffs, tab=None):
                 or man["parameters"]["lanes"] != COMB_FIT_LANES):
             continue
         plain = area_model.estimate_manifest(man, coeffs=coeffs).nand2
-        units = {u: {**info, "comb_align": 2.0} for u, info in coeffs["units"].items()}
-        tagged = area_model.estimate_manifest(man, coeffs={**coeffs, "units": units}).nand2
+        tagged = area_model.estimate_manifest(man, coeffs=doubled).nand2
         if tagged - plain > 0:
             rows.setdefault(man["unit"], []).append(
                 (man["module"], plain, tagged - plain, entry["nand2"]))
