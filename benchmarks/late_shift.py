@@ -9,9 +9,11 @@ terms that are each a sum of ``n`` operands shifted into a ``W``-bit window and 
 * ``reg``:  tree -> register -> shift -> window add -> register.
 
 It prints the area the ``comb`` version spends beyond the ``reg`` version (less the extra
-flip-flops of ``reg``) as a multiple of the model's cost of the two shifters. That extra is
-what the area model's ``comb_align`` factor (``benchmarks/fit_area_model.py``) calibrates on
-the units themselves. Run: ``python benchmarks/late_shift.py`` (about a minute; cached).
+flip-flops of ``reg``) as a multiple of the model's cost of the two shifters. It tests one
+candidate cause of the single-stage excess that the area model's ``comb_align`` factor
+(``benchmarks/fit_area_model.py``) calibrates on the units themselves: it comes out at
+0.06x-0.3x, a small part of the about 1x seen in single-stage MXFP4 units.
+Run: ``python benchmarks/late_shift.py`` (about a minute; cached).
 """
 
 import sys
