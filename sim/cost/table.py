@@ -57,12 +57,12 @@ def _manifest_core(manifest):
 
 
 def entry_for(verilog_path, manifest=None, *, hierarchical=True, source=None, cache_dir=None,
-              timeout=3600):
+              timeout=3600, backend=None):
     """Synthesize one generated module (flat, and hierarchical for the blocks) into an entry."""
     verilog_path = Path(verilog_path)
     if manifest is None:
         manifest = json.loads(verilog_path.with_suffix(".json").read_text())
-    kwargs = {"timeout": timeout}
+    kwargs = {"timeout": timeout, "backend": backend}
     if cache_dir is not None:
         kwargs["cache_dir"] = cache_dir
     flat = synth.synthesize(verilog_path, manifest.get("module"), **kwargs)
@@ -90,7 +90,7 @@ def _merge_entry(table, sha, entry):
 
 
 def record_verilog(paths, table=None, *, jobs=1, progress=None, hierarchical=True,
-                   path=TABLE_PATH, timeout=3600):
+                   path=TABLE_PATH, timeout=3600, backend=None):
     """Synthesize Verilog files (with manifests beside them) into the table; returns it.
 
     Each result is merged into the file at ``path`` as soon as it is known (under a lock,
@@ -112,7 +112,8 @@ def record_verilog(paths, table=None, *, jobs=1, progress=None, hierarchical=Tru
         source = str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else p.name
         if source.startswith("build/"):
             source = "generated: " + p.stem
-        return entry_for(p, hierarchical=hierarchical, source=source, timeout=timeout)
+        return entry_for(p, hierarchical=hierarchical, source=source, timeout=timeout,
+                         backend=backend)
 
     failed = []
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
@@ -187,7 +188,7 @@ def _model_nand2(verilog_path):
 
 
 def synthesize_sweep(*, jobs=1, progress=None, configs=None, hierarchical=False,
-                     timeout=3600):
+                     timeout=3600, backend=None):
     """Generate and synthesize every configuration (and ``rtl_out/``'s standard set) into
     the table, smallest first by the area model, so that an interrupted run has recorded
     as many configurations as it could (the table is saved after each one)."""
@@ -197,7 +198,7 @@ def synthesize_sweep(*, jobs=1, progress=None, configs=None, hierarchical=False,
         paths.append(generate_config(unit, residual, stages, lanes, build))
     paths = sorted(set(paths), key=lambda p: (_model_nand2(p), p.name))
     return record_verilog(paths, jobs=jobs, progress=progress, hierarchical=hierarchical,
-                          timeout=timeout)
+                          timeout=timeout, backend=backend)
 
 
 def model_vs_synth(table=None, coeffs=None):
