@@ -74,6 +74,23 @@ def test_estimate_synth_uses_recorded_synthesis(capsys):
         row["area_synth_nand2"]
 
 
+@needs_rtl
+def test_estimate_synth_failure_is_one_line(tmp_path, monkeypatch, capsys):
+    """A module not in the synthesis table needs a Yosys run; when that fails (here: an
+    unknown backend), the CLI says so in one line instead of a traceback."""
+    import shutil
+
+    verilog, _ = select_manifest(find_manifests(), "nvfp4", "none")
+    shutil.copy(verilog.with_suffix(".json"), tmp_path)
+    (tmp_path / verilog.name).write_text(verilog.read_text() + "// edited: not in the table\n")
+    monkeypatch.setenv("HIF4_SYNTH_BACKEND", "vivado")
+    rc = main(["estimate", "--units", "nvfp4", "--residual", "none", "--synth",
+               "--rtl-dir", str(tmp_path), "--gemm", "16x128x16"])
+    assert rc == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "synthesis failed" in err[0] and "vivado" in err[0]
+
+
 @pytest.mark.parametrize("argv,message", [
     (["estimate", "--units", "fp8"], "unknown unit 'fp8'"),
     (["estimate", "--gemm", "12x3"], "--gemm must be MxKxN"),

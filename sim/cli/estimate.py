@@ -71,6 +71,9 @@ def register(subparsers):
     p.add_argument("--synth", action="store_true",
                    help="also report the Yosys-synthesized area (checked-in table, else a "
                         "fresh run: minutes per unit)")
+    p.add_argument("--synth-backend", choices=("yowasp", "native"), default=None,
+                   help="Yosys build for fresh --synth runs: yowasp (default, or "
+                        "$HIF4_SYNTH_BACKEND) or native (pyosys, same Yosys, ~1.5x faster)")
     p.add_argument("--json", action="store_true",
                    help="print a JSON list with one object per configuration")
     p.add_argument("--plot", metavar="FILE.png",
@@ -84,6 +87,7 @@ def run(args):
     import json
 
     from sim.cost import estimate as est
+    from sim.cost.synth import SynthError
 
     units = parse_choice_list(args.units, UNITS, "unit")
     residuals = parse_choice_list(args.residual, RESIDUALS, "residual")
@@ -105,9 +109,12 @@ def run(args):
     try:
         rows = est.estimate_rows(units, residuals, gemm=gemm, array=array,
                                  freq_ghz=args.freq_ghz, bandwidth=bandwidth,
-                                 synth=args.synth, progress=progress_bar, **kwargs)
+                                 synth=args.synth, progress=progress_bar,
+                                 synth_backend=args.synth_backend, **kwargs)
     except LookupError as exc:
         raise CLIError(str(exc)) from None
+    except SynthError as exc:
+        raise CLIError(f"synthesis failed: {str(exc).splitlines()[0]}") from None
     if args.plot:
         png = est.plot_rows(rows, args.plot)
         with atomic_output(args.plot) as fh:

@@ -54,11 +54,14 @@ def _rel(path):
 
 
 def estimate_rows(units, residuals, *, gemm=(256, 2048, 256), array=(4, 4), freq_ghz=1.0,
-                  bandwidth=math.inf, synth=False, rtl_dir=RTL_DIR, progress=None):
+                  bandwidth=math.inf, synth=False, rtl_dir=RTL_DIR, progress=None,
+                  synth_backend=None):
     """One dict per (unit, residual) configuration found; see ``hif4 estimate --help``.
 
     Baselines (MXFP4 and NVFP4 without residual) are evaluated even when not listed, for the
-    ratio columns. Raises ``LookupError`` when a requested configuration has no module.
+    ratio columns. Raises ``LookupError`` when a requested configuration has no module, and
+    :class:`~sim.cost.synth.SynthError` when ``synth`` needs a Yosys run (a module not in the
+    table) that fails; ``synth_backend`` picks the Yosys build for such runs.
     """
     from sim import area_model
     from sim.cost import synth as synth_mod
@@ -93,7 +96,7 @@ def estimate_rows(units, residuals, *, gemm=(256, 2048, 256), array=(4, 4), freq
         longest = entry["longest_path"] if entry else None
         if synth:
             if entry is None:
-                res = synth_mod.synthesize(verilog, manifest["module"])
+                res = synth_mod.synthesize(verilog, manifest["module"], backend=synth_backend)
                 area_synth, longest = res.nand2, res.longest_path
             else:
                 area_synth = entry["nand2"]
