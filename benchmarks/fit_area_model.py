@@ -234,6 +234,9 @@ def main(argv=None):
     ap.add_argument("--backend", choices=synth.BACKENDS, default=None,
                     help="Yosys build that runs the flow: yowasp (default) or native "
                          "(the pyosys package, same Yosys commit, about 1.5x faster)")
+    ap.add_argument("--checkpoint", action="store_true",
+                    help="with --units, keep each unit's design after `synth` under build/synth "
+                         "so that a stopped multi-hour run resumes from there")
     args = ap.parse_args(argv)
     if args.backend:
         os.environ[synth.BACKEND_ENV] = args.backend     # primitives and units alike
@@ -241,7 +244,7 @@ def main(argv=None):
     if args.units:
         try:
             table.synthesize_sweep(jobs=args.jobs, progress=progress, hierarchical=args.blocks,
-                                   timeout=args.timeout)
+                                   timeout=args.timeout, checkpoint=args.checkpoint)
         except synth.SynthError as exc:
             print(f"warning: {exc}", file=sys.stderr)
     if not args.check:

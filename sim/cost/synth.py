@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -293,8 +294,25 @@ def _store(cache_dir, key, result):
     os.replace(tmp, _cache_path(cache_dir, key))
 
 
+def _script(steps):
+    lines = []
+    for step in steps:
+        if step.startswith("stat"):
+            lines.append(f"tee -q -o stat.txt {step}")
+        elif step.startswith("ltp"):
+            lines.append(f"tee -q -o ltp.txt {step}")
+        else:
+            lines.append(step)
+    return "\n".join(lines) + "\n"
+
+
+def checkpoint_path(cache_dir, key):
+    """Where a checkpointed run keeps the design after ``synth`` (RTLIL)."""
+    return Path(cache_dir) / f"{key}.synth.il"
+
+
 def synthesize_text(text, top=None, *, cache_dir=DEFAULT_CACHE, timeout=3600,
-                    hierarchical=False, backend=None):
+                    hierarchical=False, backend=None, checkpoint=False):
     """Synthesize a Verilog text with the issue-5 flow; see :func:`synthesize`."""
     backend = backend or default_backend()
     if backend not in BACKENDS:
@@ -311,24 +329,42 @@ def synthesize_text(text, top=None, *, cache_dir=DEFAULT_CACHE, timeout=3600,
     cached = _load_cached(cache_dir, key)
     if cached is not None:
         return cached
+    if checkpoint and (hierarchical or cache_dir is None):
+        raise SynthError("checkpoint=True needs the flat flow and a cache_dir to keep it in")
     with tempfile.TemporaryDirectory(prefix="hif4-synth-") as work:
         Path(work, "M.v").write_text(text)
         steps = [s.strip() for s in flow.format(src="M.v", top=top).split(";")]
-        lines = []
-        for step in steps:
-            if step.startswith("stat"):
-                lines.append(f"tee -q -o stat.txt {step}")
-            elif step.startswith("ltp"):
-                lines.append(f"tee -q -o ltp.txt {step}")
-            else:
-                lines.append(step)
-        Path(work, "flow.ys").write_text("\n".join(lines) + "\n")
-        _run_yosys("flow.ys", work, timeout, backend)
+        if checkpoint:
+            _run_checkpointed(steps, work, timeout, backend, checkpoint_path(cache_dir, key))
+        else:
+            Path(work, "flow.ys").write_text(_script(steps))
+            _run_yosys("flow.ys", work, timeout, backend)
         stat = parse_stat(Path(work, "stat.txt").read_text())
         ltp = None if hierarchical else parse_ltp(Path(work, "ltp.txt").read_text())
     result = _result_from_stat(stat, top, sha, ltp, hierarchical)
     _store(cache_dir, key, result)
+    if checkpoint:
+        checkpoint_path(cache_dir, key).unlink(missing_ok=True)
     return result
+
+
+def _run_checkpointed(steps, work, timeout, backend, ckpt):
+    """The flow in two Yosys runs: up to ``synth`` (saved as RTLIL at ``ckpt``), then the
+    rest from that file. A run stopped in the second part restarts from the file. On the
+    units compared (both backends), the two halves give the one-run transistor count and
+    path; see ``docs/results.md``."""
+    cut = next(i for i, step in enumerate(steps) if step.startswith("synth")) + 1
+    if not ckpt.is_file():
+        ckpt.parent.mkdir(parents=True, exist_ok=True)
+        Path(work, "front.ys").write_text(_script(steps[:cut]) + "write_rtlil front.il\n")
+        _run_yosys("front.ys", work, timeout, backend)
+        partial = ckpt.with_name(ckpt.name + ".tmp")
+        shutil.copyfile(Path(work, "front.il"), partial)
+        os.replace(partial, ckpt)                       # whole or not at all
+    if not Path(work, "front.il").is_file():        # yowasp only sees its work folder
+        shutil.copyfile(ckpt, Path(work, "front.il"))
+    Path(work, "back.ys").write_text("read_rtlil front.il\n" + _script(steps[cut:]))
+    _run_yosys("back.ys", work, timeout, backend)
 
 
 def _result_from_stat(stat, top, sha, ltp, hierarchical):
@@ -359,7 +395,7 @@ def _result_from_stat(stat, top, sha, ltp, hierarchical):
 
 
 def synthesize(path, top=None, *, cache_dir=DEFAULT_CACHE, timeout=3600, hierarchical=False,
-               backend=None):
+               backend=None, checkpoint=False):
     """Synthesize the Verilog file ``path`` with the issue-5 flow and return its figures.
 
     Parameters
@@ -378,6 +414,9 @@ def synthesize(path, top=None, *, cache_dir=DEFAULT_CACHE, timeout=3600, hierarc
     backend : {"yowasp", "native"}, optional
         Which Yosys build runs the flow (default: :func:`default_backend`). Both give the
         same result, so the cache does not tell them apart.
+    checkpoint : bool
+        Flat flow only: run it in two halves and keep the design after ``synth`` in the
+        cache folder, so that a run of several hours that is stopped resumes from there.
 
     Returns
     -------
@@ -393,7 +432,8 @@ def synthesize(path, top=None, *, cache_dir=DEFAULT_CACHE, timeout=3600, hierarc
             except ValueError:
                 top = None
     return synthesize_text(text, top, cache_dir=cache_dir, timeout=timeout,
-                           hierarchical=hierarchical, backend=backend)
+                           hierarchical=hierarchical, backend=backend,
+                           checkpoint=checkpoint)
 
 
 def synthesize_hierarchy(path, top=None, **kwargs):

@@ -57,7 +57,7 @@ def _manifest_core(manifest):
 
 
 def entry_for(verilog_path, manifest=None, *, hierarchical=True, source=None, cache_dir=None,
-              timeout=3600, backend=None):
+              timeout=3600, backend=None, checkpoint=False):
     """Synthesize one generated module (flat, and hierarchical for the blocks) into an entry."""
     verilog_path = Path(verilog_path)
     if manifest is None:
@@ -65,7 +65,8 @@ def entry_for(verilog_path, manifest=None, *, hierarchical=True, source=None, ca
     kwargs = {"timeout": timeout, "backend": backend}
     if cache_dir is not None:
         kwargs["cache_dir"] = cache_dir
-    flat = synth.synthesize(verilog_path, manifest.get("module"), **kwargs)
+    flat = synth.synthesize(verilog_path, manifest.get("module"), checkpoint=checkpoint,
+                            **kwargs)
     entry = {
         "manifest": _manifest_core(manifest),
         "nand2": flat.nand2, "transistors": flat.transistors,
@@ -90,7 +91,7 @@ def _merge_entry(table, sha, entry):
 
 
 def record_verilog(paths, table=None, *, jobs=1, progress=None, hierarchical=True,
-                   path=TABLE_PATH, timeout=3600, backend=None):
+                   path=TABLE_PATH, timeout=3600, backend=None, checkpoint=False):
     """Synthesize Verilog files (with manifests beside them) into the table; returns it.
 
     Each result is merged into the file at ``path`` as soon as it is known (under a lock,
@@ -113,7 +114,7 @@ def record_verilog(paths, table=None, *, jobs=1, progress=None, hierarchical=Tru
         if source.startswith("build/"):
             source = "generated: " + p.stem
         return entry_for(p, hierarchical=hierarchical, source=source, timeout=timeout,
-                         backend=backend)
+                         backend=backend, checkpoint=checkpoint)
 
     failed = []
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
@@ -188,7 +189,7 @@ def _model_nand2(verilog_path):
 
 
 def synthesize_sweep(*, jobs=1, progress=None, configs=None, hierarchical=False,
-                     timeout=3600, backend=None):
+                     timeout=3600, backend=None, checkpoint=False):
     """Generate and synthesize every configuration (and ``rtl_out/``'s standard set) into
     the table, smallest first by the area model, so that an interrupted run has recorded
     as many configurations as it could (the table is saved after each one)."""
@@ -198,7 +199,7 @@ def synthesize_sweep(*, jobs=1, progress=None, configs=None, hierarchical=False,
         paths.append(generate_config(unit, residual, stages, lanes, build))
     paths = sorted(set(paths), key=lambda p: (_model_nand2(p), p.name))
     return record_verilog(paths, jobs=jobs, progress=progress, hierarchical=hierarchical,
-                          timeout=timeout, backend=backend)
+                          timeout=timeout, backend=backend, checkpoint=checkpoint)
 
 
 def model_vs_synth(table=None, coeffs=None):
