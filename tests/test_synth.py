@@ -304,3 +304,18 @@ def test_record_keeps_going_past_a_failed_module(tmp_path):
     recorded = table.load_table(path)
     assert [e["manifest"]["module"] for e in recorded.values()] == [top]
     assert sorted(lines) == ["FAILED bad", top]
+
+
+def test_sweep_resumes_checkpointed_units_first(monkeypatch):
+    """With checkpoint=True the sweep starts with the units a stopped run left after
+    `synth`, then goes smallest first; without it, smallest first only."""
+    seen = {}
+    monkeypatch.setattr(table, "record_verilog", lambda paths, **kw: seen.setdefault(
+        kw["checkpoint"], [p.stem for p in paths if p.parent.name != "rtl_out"]))
+    monkeypatch.setattr(synth, "has_checkpoint",
+                        lambda text, top, cache_dir=None: top == "mxfp4_dot_rnone_s4_l64")
+    configs = [("mxfp4", "none", 4, 64), ("nvfp4", "none", 4, 16)]
+    table.synthesize_sweep(configs=configs, checkpoint=True)
+    table.synthesize_sweep(configs=configs, checkpoint=False)
+    assert seen[True] == ["mxfp4_dot_rnone_s4_l64", "nvfp4_dot_rnone_s4_l16"]
+    assert seen[False] == ["nvfp4_dot_rnone_s4_l16", "mxfp4_dot_rnone_s4_l64"]

@@ -319,6 +319,11 @@ def checkpoint_path(cache_dir, key):
     return Path(cache_dir) / f"{key}.synth.il"
 
 
+def has_checkpoint(text, top, cache_dir=DEFAULT_CACHE):
+    """Whether a checkpointed flat run of this Verilog stopped after ``synth``."""
+    return checkpoint_path(cache_dir, _cache_key(verilog_sha256(text), top, FLOW)).is_file()
+
+
 def synthesize_text(text, top=None, *, cache_dir=DEFAULT_CACHE, timeout=3600,
                     hierarchical=False, backend=None, checkpoint=False):
     """Synthesize a Verilog text with the issue-5 flow; see :func:`synthesize`."""

@@ -192,12 +192,16 @@ def synthesize_sweep(*, jobs=1, progress=None, configs=None, hierarchical=False,
                      timeout=3600, backend=None, checkpoint=False):
     """Generate and synthesize every configuration (and ``rtl_out/``'s standard set) into
     the table, smallest first by the area model, so that an interrupted run has recorded
-    as many configurations as it could (the table is saved after each one)."""
+    as many configurations as it could (the table is saved after each one). With
+    ``checkpoint``, units that a stopped run left checkpointed go first."""
     paths = sorted((ROOT / "rtl_out").glob("*.v"))
     build = ROOT / "build" / "units"
     for unit, residual, stages, lanes in configs or sweep_configs():
         paths.append(generate_config(unit, residual, stages, lanes, build))
-    paths = sorted(set(paths), key=lambda p: (_model_nand2(p), p.name))
+    def resumable(p):
+        return checkpoint and synth.has_checkpoint(p.read_text(), p.stem)
+
+    paths = sorted(set(paths), key=lambda p: (not resumable(p), _model_nand2(p), p.name))
     return record_verilog(paths, jobs=jobs, progress=progress, hierarchical=hierarchical,
                           timeout=timeout, backend=backend, checkpoint=checkpoint)
 
