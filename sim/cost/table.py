@@ -198,6 +198,7 @@ def synthesize_sweep(*, jobs=1, progress=None, configs=None, hierarchical=False,
     build = ROOT / "build" / "units"
     for unit, residual, stages, lanes in configs or sweep_configs():
         paths.append(generate_config(unit, residual, stages, lanes, build))
+
     def resumable(p):
         return checkpoint and synth.has_checkpoint(p.read_text(), p.stem)
 
