@@ -24,7 +24,7 @@ component boundaries, and simpler cases of a primitive (an NVFP4 term enters the
 fixed position, so most of its window adder is an incrementer). A single-stage unit (no
 register between front end and accumulator, :func:`is_comb_fed`) is one combinational cone
 and synthesizes larger than its parts; its term shifters carry the unit's ``comb_align``
-factor, fitted on the single-stage configurations with 32 lanes only. Every other
+factor, fitted on the single-stage configurations with 16 and 32 lanes only. Every other
 configuration is held out and checks the fit.
 """
 
