@@ -241,8 +241,9 @@ def main(argv=None):
                     help="Yosys build that runs the flow: yowasp (default) or native "
                          "(the pyosys package, same Yosys commit, about 1.5x faster)")
     ap.add_argument("--checkpoint", action="store_true",
-                    help="with --units, keep each unit's design after `synth` under build/synth "
-                         "so that a stopped multi-hour run resumes from there")
+                    help="with --units, keep each unit's design after `synth` (and, with "
+                         "--backend native, each ABC job's network after SAT sweeping) under "
+                         "build/synth so that a stopped multi-hour run resumes from there")
     args = ap.parse_args(argv)
     if args.backend:
         os.environ[synth.BACKEND_ENV] = args.backend     # primitives and units alike

@@ -25,7 +25,9 @@ Two builds of Yosys can run the flow (``backend``, or the ``HIF4_SYNTH_BACKEND``
   path (every unit compared; ``tests/test_synth.py`` checks primitives and one unit).
 
 ``checkpoint=True`` runs the flat flow in two Yosys runs cut after ``synth`` and keeps the
-design in between, so that a unit needing hours can be finished by a later run.
+design in between, so that a unit needing hours can be finished by a later run. With the
+native backend it also cuts every ABC job after its SAT sweeping (``&fraig -x``) and keeps
+that network (:mod:`sim.cost.abc_split`): the hours of the largest units are inside one job.
 """
 
 import hashlib
