@@ -67,10 +67,10 @@ def test_unit_factors_fitted_on_stage_three_and_checked_on_the_rest():
         for name in info["fitted_on"]:
             assert entries[name]["manifest"]["parameters"]["stages"] == 3, name
             held_out.discard(name)
-        # the single-stage factor: fitted on 16- and 32-lane single-stage entries only
+        # the single-stage factor: fitted on single-stage entries, never the 64-lane ones
         for name in info.get("comb_align_fitted_on", ()):
             params = entries[name]["manifest"]["parameters"]
-            assert params["stages"] == 1 and params["lanes"] in (16, 32), name
+            assert params["stages"] == 1 and params["lanes"] < 64, name
             held_out.discard(name)
     assert {entries[n]["manifest"]["parameters"]["stages"] for n in held_out} >= {1, 2, 4}
     for name in held_out:
