@@ -116,13 +116,13 @@ def test_synthesis_table_entries_are_complete():
         assert {"module", "unit", "parameters", "timing"} <= set(entry["manifest"])
 
 
-#: Not synthesized yet: single-stage units whose one combinational cone (input port, products,
-#: two or more terms into the accumulator) keeps Yosys busy for hours here (MXFP4 dense and
-#: HiF4 dense at 64 lanes; HiF4 dense at 32 lanes took 89 minutes of one core with the native
-#: backend, HiF4 2:4 at 64 lanes about 160), inside ABC's ``&fraig -x`` where it was profiled (docs/results.md,
-#: "The area model"). ``python benchmarks/fit_area_model.py --units --timeout 0 --backend
-#: native --checkpoint`` finishes them where the hours are.
-NOT_YET_SYNTHESIZED = {("hif4", "dense", 1, 64), ("mxfp4", "dense", 1, 64)}
+#: Not synthesized yet: a single-stage unit whose one combinational cone (input port,
+#: products, two or more terms into the accumulator) keeps Yosys busy for hours here, inside
+#: ABC's ``&fraig -x`` where it was profiled (HiF4 dense at 32 lanes took 89 minutes of one
+#: core with the native backend, HiF4 2:4 at 64 lanes about 160, MXFP4 dense at 64 lanes
+#: about 105; docs/results.md, "The area model"). ``python benchmarks/fit_area_model.py
+#: --units --timeout 0 --backend native --checkpoint`` finishes it across sessions.
+NOT_YET_SYNTHESIZED = {("hif4", "dense", 1, 64)}
 
 
 def test_synthesis_table_covers_every_configuration_but_the_known_gap():
@@ -139,8 +139,8 @@ def test_synthesis_table_covers_every_configuration_but_the_known_gap():
     assert len(modules) == len(set(modules)), "stale entries of a regenerated module"
 
 
-@pytest.mark.xfail(strict=True, reason="2 single-stage units not synthesized yet "
-                   "(NOT_YET_SYNTHESIZED); drop this mark when they are")
+@pytest.mark.xfail(strict=True, reason="1 single-stage unit not synthesized yet "
+                   "(NOT_YET_SYNTHESIZED); drop this mark when it is")
 def test_synthesis_table_covers_every_configuration():
     assert table.missing_configs() == []
 
