@@ -116,33 +116,19 @@ def test_synthesis_table_entries_are_complete():
         assert {"module", "unit", "parameters", "timing"} <= set(entry["manifest"])
 
 
-#: Not synthesized yet: a single-stage unit whose one combinational cone (input port,
-#: products, two or more terms into the accumulator) keeps Yosys busy for hours here, inside
-#: ABC's ``&fraig -x`` where it was profiled (HiF4 dense at 32 lanes took 89 minutes of one
-#: core with the native backend, HiF4 2:4 at 64 lanes about 160, MXFP4 dense at 64 lanes
-#: about 105; docs/results.md, "The area model"). ``python benchmarks/fit_area_model.py
-#: --units --timeout 0 --backend native --checkpoint`` finishes it across sessions.
-NOT_YET_SYNTHESIZED = {("hif4", "dense", 1, 64)}
-
-
-def test_synthesis_table_covers_every_configuration_but_the_known_gap():
-    """The 10% bar is checked on every generated configuration that has been synthesized:
-    the grid unit x residual x stages x lanes of the registry, one entry each, short only of
-    the listed single-stage units."""
+def test_synthesis_table_covers_every_configuration():
+    """The 10% bar is checked on every generated configuration: the grid unit x residual x
+    stages x lanes of the registry, one entry each. The single-stage units with 64 lanes
+    take Yosys one to three hours each here (docs/results.md, "The area model");
+    ``python benchmarks/fit_area_model.py --units --timeout 0 --backend native --checkpoint``
+    redoes them across sessions if the generators change."""
     from hwgen.units import all_configs
 
     tab = table.load_table()
     assert len(all_configs()) == 84
-    missing = set(table.missing_configs(tab))
-    assert missing <= NOT_YET_SYNTHESIZED, sorted(missing - NOT_YET_SYNTHESIZED)
+    assert table.missing_configs(tab) == []
     modules = [entry["manifest"]["module"] for entry in tab.values()]
-    assert len(modules) == len(set(modules)), "stale entries of a regenerated module"
-
-
-@pytest.mark.xfail(strict=True, reason="1 single-stage unit not synthesized yet "
-                   "(NOT_YET_SYNTHESIZED); drop this mark when it is")
-def test_synthesis_table_covers_every_configuration():
-    assert table.missing_configs() == []
+    assert len(modules) == len(set(modules)) == 84, "stale entries of a regenerated module"
 
 
 def test_synthesis_table_holds_the_checked_in_verilog():
