@@ -2,11 +2,13 @@
 (slow) a fresh synthesis of every unit in the checked-in table."""
 
 import json
+import re
+import shutil
 from pathlib import Path
 
 import pytest
 
-from sim.cost import primitives, synth, table
+from sim.cost import abc_split, primitives, synth, table
 
 STAT = """
 === top ===
@@ -342,3 +344,35 @@ def test_native_checkpointed_run_resumes_inside_abc(tmp_path, monkeypatch):
     assert resumed_front == resumed == after_back   # nothing swept or written again
     assert again == whole
     assert [p.suffix for p in cache.iterdir()] == [".json"]     # checkpoints removed
+
+
+def test_abc_split_writes_the_one_script_netlist(tmp_path):
+    """An ABC job of the flow (``abc -g cmos2`` here), cut after ``&fraig -x``, writes the
+    output BLIF of the one script, byte for byte but for ABC's timestamp comment; run again,
+    it starts from the kept network."""
+    pytest.importorskip("pyosys")
+    synth.check_native()
+    top, text = primitives.primitive_verilog("e2m1dot", (4,))
+    (tmp_path / "M.v").write_text(text)
+    (tmp_path / "keep.ys").write_text(f"read_verilog M.v\nsynth -flatten -top {top}\n"
+                                      "dfflegalize -cell $_DFF_P_ 01\nabc -g cmos2 -nocleanup\n")
+    synth._run_yosys("keep.ys", tmp_path, 600, "native")
+    (job,) = tmp_path.glob("_tmp_yosys-abc-*")            # kept by -nocleanup
+    script = (job / "abc.script").read_text().replace(f"{job.name}/", f"{job}/")
+    lib = Path(re.search(r"read_library (\S+);", script).group(1))
+    try:
+        assert "&fraig -x;" in script
+        (job / "split.script").write_text(script.replace("output.blif", "split.blif"))
+        abc, ckpt_dir = abc_split.native_abc(), tmp_path / "ckpt"
+        one = (job / "output.blif").read_text().splitlines()
+        assert one[0].startswith("# Benchmark") and len(one) > 100
+        assert abc_split.run_split(job / "split.script", abc, ckpt_dir) == 0
+        (aig,) = ckpt_dir.rglob("netlist.aig")
+        kept = aig.stat().st_mtime_ns
+        assert (job / "split.blif").read_text().splitlines()[1:] == one[1:]
+        (job / "split.blif").unlink()
+        assert abc_split.run_split(job / "split.script", abc, ckpt_dir) == 0
+        assert aig.stat().st_mtime_ns == kept
+        assert (job / "split.blif").read_text().splitlines()[1:] == one[1:]
+    finally:
+        shutil.rmtree(lib.parent, ignore_errors=True)       # the gate library's folder

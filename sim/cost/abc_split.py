@@ -8,8 +8,8 @@ single-stage units ``&fraig -x`` alone runs for hours. With this program standin
 ``yosys-abc`` (``scratchpad -set abc.exe``, see :func:`wrapper`), the script up to and
 including ``&fraig -x`` runs first and writes its AIG (``&w``) under a key made of the
 commands and the contents of the files they read; the rest runs from that AIG (``&r``). A
-run stopped after the sweep restarts from the file. The two halves give the same output
-BLIF, byte for byte, as the one script (``tests/test_synth.py``).
+run stopped after the sweep restarts from the file. The two halves write the output BLIF of
+the one script, byte for byte but for ABC's timestamp comment (``tests/test_synth.py``).
 
 Run as ``python abc_split.py CHECKPOINT_DIR REAL_ABC -s -f SCRIPT``. A script
 without ``&fraig -x`` goes to the real ABC unchanged.
@@ -71,7 +71,10 @@ def first_half(script_path, abc, checkpoint_dir):
     is None for a script without ``CUT`` or when ABC failed. Also useful on its own, on a
     copy of a job (another core, another session)."""
     script_path = Path(script_path)
-    cmds = commands(script_path.read_text())
+    return _first_half(commands(script_path.read_text()), script_path, abc, checkpoint_dir)
+
+
+def _first_half(cmds, script_path, abc, checkpoint_dir):
     if CUT not in cmds:
         return 0, None
     # read back as `netlist.aig` from its folder, so that the output's `.model` is `netlist`
@@ -92,12 +95,12 @@ def run_split(script_path, abc, checkpoint_dir):
     """Run the ABC script at ``script_path`` in two halves around ``CUT``; returns ABC's exit
     status. The first half is skipped when its AIG is already in ``checkpoint_dir``."""
     script_path = Path(script_path)
-    rc, ckpt = first_half(script_path, abc, checkpoint_dir)
+    cmds = commands(script_path.read_text())
+    rc, ckpt = _first_half(cmds, script_path, abc, checkpoint_dir)
     if rc != 0:
         return rc
     if ckpt is None:                                        # nothing to cut
         return subprocess.run([abc, "-s", "-f", str(script_path.resolve())]).returncode
-    cmds = commands(script_path.read_text())
     cut = cmds.index(CUT)
     libs = [c for c in cmds[:cut] if c.startswith("read_library")]
     return _run(abc, libs + [f"&r {ckpt.name}"] + cmds[cut + 1:],
