@@ -65,16 +65,10 @@ def _run(abc, cmds, path, cwd=None):
     return subprocess.run([abc, "-s", "-f", str(Path(path).resolve())], cwd=cwd).returncode
 
 
-def first_half(script_path, abc, checkpoint_dir):
-    """Run the script at ``script_path`` up to and including ``CUT`` and keep the network in
-    ``checkpoint_dir``, unless it is there already. Returns ``(status, AIG path)``; the path
-    is None for a script without ``CUT`` or when ABC failed. Also useful on its own, on a
-    copy of a job (another core, another session)."""
-    script_path = Path(script_path)
-    return _first_half(commands(script_path.read_text()), script_path, abc, checkpoint_dir)
-
-
 def _first_half(cmds, script_path, abc, checkpoint_dir):
+    """Run ``cmds`` up to and including ``CUT`` and keep the network in ``checkpoint_dir``,
+    unless it is there already. Returns ``(status, AIG path)``; the path is None for a
+    script without ``CUT`` or when ABC failed."""
     if CUT not in cmds:
         return 0, None
     # read back as `netlist.aig` from its folder, so that the output's `.model` is `netlist`
