@@ -1,9 +1,7 @@
-"""The one table of format constants (pure Python, no NumPy).
+"""Format constants and packed block layouts (``docs/formats.md``, ``docs/mxfp4_residual.md``).
 
-Read by the golden model (:mod:`sim.formats`), the RTL generators (``hwgen``) and the
-estimator. Everything here restates ``docs/formats.md``; bit offsets count from bit 0 = least
-significant bit of a packed block, and a block is serialized little-endian (byte 0 holds bits
-0..7).
+Bit offsets count from bit 0 = least significant bit of a packed block, and a block is
+serialized little-endian (byte 0 holds bits 0..7).
 """
 
 from dataclasses import dataclass, field
@@ -24,6 +22,8 @@ __all__ = [
     "HIF4_BF16_ONE_SEVENTH",
     "HIF4_REC_SIGNIFICANDS",
     "RESIDUAL24",
+    "RESIDUAL24_MXFP4",
+    "ResidualBlockSpec",
     "NVFP4_TENSOR_SCALE_DIVISOR",
     "HIF8_OVERFLOW",
     "layout_bit",
@@ -165,18 +165,19 @@ FORMATS = {
 
 
 @dataclass(frozen=True)
-class Residual24Spec:
-    """Packed 2:4 HiF4 residual block (spec section 6): 224 bits for 64 positions."""
+class ResidualBlockSpec:
+    """A packed 2:4 residual block: the kept elements, their 2-bit positions and the scales.
 
-    kept: int = 32
-    block_bits: int = 224
-    layout: tuple = (
-        FieldLayout("elem", 0, 4, 32),      # kept element j (S1P2), micro-group j // 2
-        FieldLayout("pos", 128, 2, 32),     # position of kept element j in its micro-group
-        FieldLayout("l3", 192, 1, 16),
-        FieldLayout("l2", 208, 1, 8),
-        FieldLayout("scale", 216, 8, 1),    # E6M2
-    )
+    ``positions`` block positions are covered by ``kept`` kept elements (two per micro-group
+    of four); ``layout`` lists the packed fields, low bits first.
+    """
+
+    name: str
+    fmt: str
+    positions: int
+    kept: int
+    block_bits: int
+    layout: tuple
 
     @property
     def block_bytes(self):
@@ -187,7 +188,20 @@ class Residual24Spec:
         return {f.name: f for f in self.layout}
 
 
-RESIDUAL24 = Residual24Spec()
+#: Packed 2:4 HiF4 residual block (spec section 6): 224 bits for 64 positions.
+RESIDUAL24 = ResidualBlockSpec("hif4-2:4", "hif4", 64, 32, 224, (
+    FieldLayout("elem", 0, 4, 32),      # kept element j (S1P2), micro-group j // 2
+    FieldLayout("pos", 128, 2, 32),     # position of kept element j in its micro-group
+    FieldLayout("l3", 192, 1, 16),
+    FieldLayout("l2", 208, 1, 8),
+    FieldLayout("scale", 216, 8, 1),    # E6M2
+))
+#: Packed 2:4 MXFP4 residual block (``docs/mxfp4_residual.md``): 104 bits for 32 positions.
+RESIDUAL24_MXFP4 = ResidualBlockSpec("mxfp4-2:4", "mxfp4", 32, 16, 104, (
+    FieldLayout("elem", 0, 4, 16),      # kept element j (E2M1), micro-group j // 2
+    FieldLayout("pos", 64, 2, 16),      # position of kept element j in its micro-group
+    FieldLayout("scale", 96, 8, 1),     # E8M0
+))
 
 
 def layout_bit(layout, name, index=0):
@@ -204,7 +218,9 @@ def _check():
     for spec in FORMATS.values():
         if spec.layout and spec.scale_type:
             assert max(f.end for f in spec.layout) == spec.block_bits, spec.name
-    assert max(f.end for f in RESIDUAL24.layout) == RESIDUAL24.block_bits
+    for res in (RESIDUAL24, RESIDUAL24_MXFP4):
+        assert max(f.end for f in res.layout) == res.block_bits, res.name
+        assert 2 * res.kept == res.positions == FORMATS[res.fmt].block, res.name
     for spec in FORMATS.values():
         if spec.blocks_per_step:
             assert spec.blocks_per_step * spec.block == STEP_ELEMS
