@@ -7,7 +7,7 @@ Same as ``hif4 bench quantize``; run ``python benchmarks/bench_quantize.py --hel
 
 import sys
 
-from sim.formats.bench import main
+from sim.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(["bench", "quantize", *sys.argv[1:]]))

@@ -50,37 +50,36 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hif4spec import (FORMATS, RESIDUAL_MODES, STEP_ELEMS, UNITS, operand_layout,
+                      residual_layout)
+
 __all__ = [
     "UnitTiming", "Stimulus", "UnitRun", "GemmReport", "simulate_gemm", "step_bytes",
     "STEP_BYTES", "RESIDUAL_STEP_BYTES", "load_manifest",
 ]
 
-#: Bytes of one 64-element step of one operand (blocks x packed block bytes).
-STEP_BYTES = {"hif4": 36, "mxfp4": 34, "nvfp4": 36}
-#: Bytes of one step of the activation residual: the HiF4 2:4 residual packs 224 bits per 64
-#: activations; the MXFP4 2:4 residual two 104-bit blocks (``docs/mxfp4_residual.md``); a
-#: dense residual is a second full operand.
-RESIDUAL_STEP_BYTES = {"none": 0, "2:4": 28, "dense": 36}
-RESIDUAL24_STEP_BYTES = {"hif4": 28, "mxfp4": 26}
-#: NVFP4 keeps one FP32 tensor scale per tensor.
-TENSOR_SCALE_BYTES = {"nvfp4": 4}
+#: Bytes of one 64-element step of one operand, per unit (``hif4spec.operand_layout``).
+STEP_BYTES = {u.name: operand_layout(u.fmt).bytes for u in UNITS.values()}
+#: Bytes of one step of the activation residual, per unit and residual mode it accepts
+#: (``hif4spec.residual_layout``: a packed 2:4 residual step, or a second operand for
+#: "dense"; 0 for "none").
+RESIDUAL_STEP_BYTES = {u.name: {r: getattr(residual_layout(u.fmt, r), "bytes", 0)
+                                for r in u.residuals} for u in UNITS.values()}
+#: Units whose format keeps one FP32 tensor scale (4 bytes) per tensor.
+TENSOR_SCALE_BYTES = {u.name: 4 for u in UNITS.values()
+                      if "tensor_scale" in FORMATS[u.fmt].options}
 
 
 def step_bytes(fmt, residual="none"):
-    """``(activation, weight, residual)`` bytes per step of one row/column."""
+    """``(activation, weight, residual)`` bytes per step of one row/column of unit ``fmt``."""
     if fmt not in STEP_BYTES:
         raise ValueError(f"Format must be one of {', '.join(STEP_BYTES)}, not {fmt!r}")
-    if residual not in RESIDUAL_STEP_BYTES:
-        raise ValueError(f"Residual must be one of {', '.join(RESIDUAL_STEP_BYTES)}, "
+    if residual not in RESIDUAL_MODES:
+        raise ValueError(f"Residual must be one of {', '.join(RESIDUAL_MODES)}, "
                          f"not {residual!r}")
-    rbytes = RESIDUAL_STEP_BYTES[residual]
-    if residual == "dense":
-        rbytes = STEP_BYTES[fmt]
-    elif residual == "2:4":
-        if fmt not in RESIDUAL24_STEP_BYTES:
-            raise ValueError(f"{fmt} has no 2:4 residual path")
-        rbytes = RESIDUAL24_STEP_BYTES[fmt]
-    return STEP_BYTES[fmt], STEP_BYTES[fmt], rbytes
+    if residual not in RESIDUAL_STEP_BYTES[fmt]:
+        raise ValueError(f"{fmt} has no {residual} residual path")
+    return STEP_BYTES[fmt], STEP_BYTES[fmt], RESIDUAL_STEP_BYTES[fmt][residual]
 
 
 def load_manifest(path):
@@ -550,11 +549,13 @@ def simulate_gemm(unit, m, k, n, *, residual="none", array=(1, 1), bandwidth=mat
         raise ValueError(f"Array size must be positive, not {rows} x {cols}")
     if not bandwidth > 0:
         raise ValueError(f"Bandwidth must be > 0 bytes per cycle, not {bandwidth!r}")
-    if unit == "nvfp4" and residual != "none":
-        raise ValueError("NVFP4 units have no residual input; use residual 'none'")
+    accepted = RESIDUAL_STEP_BYTES.get(unit, {})
+    if accepted and residual not in accepted:
+        raise ValueError(f"{unit.upper()} units have no residual input {residual!r}; use "
+                         f"residual {', '.join(map(repr, accepted))}")
     a_b, w_b, r_b = step_bytes(unit, residual)
     timing = timing or UnitTiming([{"kind": "register"}, {"kind": "accumulator"}])
-    ksteps = -(-k // 64)
+    ksteps = -(-k // STEP_ELEMS)
     mt, nt = -(-m // rows), -(-n // cols)
     need, lasts, out_bytes = [], [], []
     reads = {"a": 0, "w": 0, "r": 0, "tensor_scale": 0}
@@ -595,7 +596,7 @@ def simulate_gemm(unit, m, k, n, *, residual="none", array=(1, 1), bandwidth=mat
     unit_steps = sum(min(rows, m - ti * rows) * min(cols, n - tj * cols)
                      for ti in range(mt) for tj in range(nt)) * ksteps
     macs = m * n * k
-    util = (m * n * ksteps * 64) / (cycles * rows * cols * 64 / ii) if cycles else 0.0
+    util = (m * n * ksteps) / (cycles * rows * cols / ii) if cycles else 0.0
     output = None
     if compute:
         output = _bit_true(unit, residual, m, k, n, a, w, r, seed)
@@ -627,5 +628,4 @@ def _bit_true(unit, residual, m, k, n, a, w, r, seed):
 def _make_residual(x, unit, residual):
     from sim.formats import resq as resq_mod
 
-    mode = "2:4" if residual == "2:4" else "dense"
-    return resq_mod.resq(x, unit, mode, axis=1)
+    return resq_mod.resq(x, unit, residual, axis=1)

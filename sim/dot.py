@@ -22,19 +22,23 @@ for every (row, column) pair of two packed matrices, vectorized over rows and co
 
 Step fields
 -----------
-With a leading step dimension ``S``:
-
-- hif4: ``elem`` (S, 64), ``l3`` (S, 16), ``l2`` (S, 8), ``scale`` (S,) (E6M2);
-- mxfp4: ``elem`` (S, 2, 32), ``scale`` (S, 2) (E8M0), block 0 first;
-- nvfp4: ``elem`` (S, 4, 16), ``scale`` (S, 4) (UE4M3, bit 7 ignored);
-- residual "2:4" (HiF4 only): ``elem`` (S, 32), ``pos`` (S, 32), ``l3`` (S, 16),
-  ``l2`` (S, 8), ``scale`` (S,) (the fields of :func:`sim.formats.resq.pack_24`);
-- residual "dense": the operand's own fields (hif4, or mxfp4);
-- residual "2:4" of MXFP4: ``elem`` (S, 2, 16), ``pos`` (S, 2, 16), ``scale`` (S, 2) (the
-  packed MXFP4 2:4 residual of :mod:`sim.formats.resq_mxfp4`; step layout name "mxfp4-2:4").
+Field arrays have a leading step dimension ``S`` and then the shape the spec gives the field
+(``hif4spec.STEP_LAYOUTS[layout].shape(field)``), e.g. hif4 ``elem`` (S, 64), ``l3``
+(S, 16), ``l2`` (S, 8), ``scale`` (S,); mxfp4 ``elem`` (S, 2, 32), ``scale`` (S, 2), block
+0 first; NVFP4's UE4M3 scale bit 7 is ignored. A residual has the layout
+``hif4spec.residual_layout(fmt, residual)``: the packed 2:4 residual ("hif4-2:4", the
+fields of :func:`sim.formats.resq.pack_24`; "mxfp4-2:4", those of
+:func:`sim.formats.resq_mxfp4.pack_24_mxfp4`), or the operand's own layout for "dense".
+:func:`pack_steps` and its kin pack the same layouts (:mod:`sim.formats.packing`) and also
+take "2:4" for "hif4-2:4" and "dense" for "hif4".
 """
 
 import numpy as np
+
+from hif4spec import FORMATS, RESIDUAL_MODES, STEP_LAYOUTS, UNITS, residual_layout
+
+from .formats import packing
+from .formats.codecs import int_decode, int_grid
 
 __all__ = [
     "FORMATS_DOT",
@@ -50,7 +54,6 @@ __all__ = [
     "pack_steps",
     "unpack_steps",
     "step_bytes",
-    "random_steps",
     "gemm",
     "gemm_float",
     "scale_result",
@@ -59,10 +62,9 @@ __all__ = [
 ]
 
 #: Formats with a dot-product unit, and the blocks one 64-element step holds.
-FORMATS_DOT = {"hif4": 1, "mxfp4": 2, "nvfp4": 4}
+FORMATS_DOT = {u.fmt: FORMATS[u.fmt].blocks_per_step for u in UNITS.values()}
 #: Residual kinds a unit accepts, per format.
-RESIDUALS = {"hif4": ("none", "2:4", "dense"), "mxfp4": ("none", "2:4", "dense"),
-             "nvfp4": ("none",)}
+RESIDUALS = {u.fmt: u.residuals for u in UNITS.values()}
 #: The FP32 word a unit emits for NaN.
 NAN_WORD = 0x7FC00000
 
@@ -71,40 +73,15 @@ _FAST_BITS = 62                 # rows whose terms fit this many bits are summed
 _LIMB_MASK = (1 << _LIMB) - 1
 
 # ---------------------------------------------------------------------------------------
-# Integer decode tables (spec section 1), written out independently of sim.formats.codecs.
-# A scale is (significand int, exponent int) with value sig * 2**exp; NaN codes are flagged.
+# Integer decode tables (spec section 1), from hif4spec.ELEMENT_TYPES via
+# sim.formats.codecs.int_decode: a scale is (significand, exponent) with value sig * 2**exp,
+# NaN codes flagged; an element is an integer on its type's grid (value = int * 2**lsb).
 
-_E2M1_MAG2 = np.array([0, 1, 2, 3, 4, 6, 8, 12], dtype=np.int64)  # 2 * |value| by code & 7
-# E2M1 code -> 2 * value (signed int); -0 -> 0.
-E2M1_INT2 = np.array([(-1 if c & 8 else 1) * int(_E2M1_MAG2[c & 7]) for c in range(16)],
-                     dtype=np.int64)
-# S1P2 code -> 4 * value (signed int).
-S1P2_INT4 = np.array([(-1 if c & 8 else 1) * (c & 7) for c in range(16)], dtype=np.int64)
-
-# E6M2: value = 2**(E-48) * (1 + M/4) = (4 + M) * 2**(E - 50).
-E6M2_SIG = np.array([4 + (c & 3) for c in range(256)], dtype=np.int64)
-E6M2_EXP = np.array([(c >> 2) - 50 for c in range(256)], dtype=np.int64)
-E6M2_NAN = np.arange(256) == 0xFF
-# E8M0: value = 2**(code - 127); 255 = NaN.
-E8M0_EXP = np.arange(256, dtype=np.int64) - 127
-E8M0_NAN = np.arange(256) == 0xFF
-
-
-def _ue4m3_tables():
-    sig = np.zeros(256, dtype=np.int64)
-    exp = np.zeros(256, dtype=np.int64)
-    for c in range(256):
-        u = c & 0x7F                        # bit 7 ignored
-        e, m = u >> 3, u & 7
-        if e == 0:
-            sig[c], exp[c] = m, -9          # subnormal: m/8 * 2**-6
-        else:
-            sig[c], exp[c] = 8 + m, e - 10  # (1 + m/8) * 2**(e-7)
-    nan = (np.arange(256) & 0x7F) == 0x7F
-    return sig, exp, nan
-
-
-UE4M3_SIG, UE4M3_EXP, UE4M3_NAN = _ue4m3_tables()
+E2M1_INT2 = int_grid("E2M1")[0]                 # 2 * value (lsb 2**-1)
+S1P2_INT4 = int_grid("S1P2")[0]                 # 4 * value (lsb 2**-2)
+E6M2_SIG, E6M2_EXP, E6M2_NAN = int_decode("E6M2")
+_, E8M0_EXP, E8M0_NAN = int_decode("E8M0")
+UE4M3_SIG, UE4M3_EXP, UE4M3_NAN = int_decode("UE4M3")
 
 
 # ---------------------------------------------------------------------------------------
@@ -377,42 +354,78 @@ def _check_fmt(fmt, residual="none"):
                          f"not {residual!r}")
 
 
-# S1P2 code (4 bits) and micro-exponent b + c (0..2) -> 4 * value * 2**(b + c), as float32:
-# products of two such values (<= 784) and their sums over 64 elements (< 2**16) are exact
-# in float32, which makes the block sums fast and still exact.
-_S1P2_SHIFTED = np.array([[int(v) << sh for sh in range(3)] for v in S1P2_INT4],
+def _tables(fmt):
+    """Format ``fmt``'s element ints as float32, their lsb exponent, and its scale table."""
+    spec = FORMATS[fmt]
+    ints, lsb = int_grid(spec.elem_type)
+    return (ints.astype(np.float32), lsb) + int_decode(spec.scale_type)
+
+
+_TABLES = {fmt: _tables(fmt) for fmt in FORMATS_DOT}
+
+# HiF4: an element's L3 bit (its micro-group's) and L2 bit (its sub-group's) shift it up by
+# b + c. S1P2 code and b + c -> 4 * value * 2**(b + c) as float32: products of two such
+# values (<= 784) and their sums over 64 elements (< 2**16) are exact in float32, which
+# makes the block sums fast and still exact.
+_HIF4 = FORMATS["hif4"].fields
+_SHIFTS = (1 << _HIF4["l3"].width) + (1 << _HIF4["l2"].width) - 1          # b + c < _SHIFTS
+_S1P2_SHIFTED = np.array([[int(v) << sh for sh in range(_SHIFTS)] for v in S1P2_INT4],
                          dtype=np.float32).reshape(-1)
-_E2M1_F32 = E2M1_INT2.astype(np.float32)
 
 
-def _hif4_weights(f):
-    """HiF4 fields (..., 64) -> float32 (..., 64): S1P2_INT4[elem] * 2**(b + c)."""
-    elem = np.asarray(f["elem"], dtype=np.uint8)
-    lead = elem.shape[:-1]
-    l3 = np.asarray(f["l3"], dtype=np.uint8).reshape(lead + (8, 2, 1))
-    l2 = np.asarray(f["l2"], dtype=np.uint8).reshape(lead + (8, 1, 1))
-    sh = np.broadcast_to(l3 + l2, lead + (8, 2, 4)).reshape(lead + (64,))
-    return _S1P2_SHIFTED[(elem & 15).astype(np.intp) * 3 + sh]
+def _fmt_of(spec):
+    """The operand format of a FormatSpec or ResidualBlockSpec."""
+    return getattr(spec, "fmt", spec.name)
 
 
-def _r24_dense(r):
-    """Packed 2:4 residual fields (..., 32) -> float32 (..., 64) of S1P2_INT4 * 2**(b+c) at
-    position 4 * (j // 2) + pos_j (two kept elements on one position both count)."""
-    elem = np.asarray(r["elem"], dtype=np.uint8)
-    lead = elem.shape[:-1]
-    pos = np.asarray(r["pos"], dtype=np.uint8) & 3
-    l3 = np.asarray(r["l3"], dtype=np.uint8)
-    l2 = np.asarray(r["l2"], dtype=np.uint8)
-    mg = np.arange(32) // 2
-    sh = l3[..., mg] + l2[..., mg // 2]
-    val = _S1P2_SHIFTED[(elem & 15).astype(np.intp) * 3 + sh]           # (..., 32)
-    ve, vo = val[..., 0::2], val[..., 1::2]            # the two kept of each micro-group
-    pe, po = pos[..., 0::2], pos[..., 1::2]
+def _operand(lay, f):
+    """Fields of step layout ``lay`` (any leading dims) -> integer element values, float32
+    (..., blocks, positions), and scale codes, int64 (..., blocks).
+
+    HiF4 elements carry their micro-exponents (``_S1P2_SHIFTED``); a packed 2:4 block is
+    expanded to its positions (:func:`_scatter24`).
+    """
+    spec = lay.spec
+    fields = spec.fields
+    ints = _TABLES[_fmt_of(spec)][0]
+    elem = np.asarray(f["elem"], dtype=np.intp) & (len(ints) - 1)
+    if "l3" in fields:                      # item i in micro-group mg[i], sub-group sg[i]
+        n, n3, n2 = fields["elem"].count, fields["l3"].count, fields["l2"].count
+        mg = np.arange(n) // (n // n3)
+        sh = (np.asarray(f["l3"], dtype=np.intp)[..., mg]
+              + np.asarray(f["l2"], dtype=np.intp)[..., mg // (n3 // n2)])
+        v = _S1P2_SHIFTED[elem * _SHIFTS + sh]
+    else:
+        v = ints[elem]
+    if "pos" in fields:
+        v = _scatter24(spec, v, np.asarray(f["pos"], dtype=np.intp))
+    scale = np.asarray(f["scale"], dtype=np.int64)
+    if lay.blocks == 1:
+        v, scale = v[..., None, :], scale[..., None]
+    return v, scale
+
+
+def _scatter24(spec, val, pos):
+    """Kept values (..., kept) of a 2:4 block ``spec`` -> float32 (..., positions): kept j of
+    micro-group g lands on position ``g * size + pos_j``; two kept on one position add."""
+    size = 1 << spec.fields["pos"].width                # positions per micro-group
+    per = spec.kept * size // spec.positions            # kept elements per micro-group
+    lead = val.shape[:-1]
+    groups = spec.positions // size
+    v = val.reshape(lead + (groups, per))
+    p = (pos & (size - 1)).reshape(lead + (groups, per))
     zero = np.float32(0)
-    dense = np.empty(lead + (16, 4), dtype=np.float32)
-    for p in range(4):
-        dense[..., p] = np.where(pe == p, ve, zero) + np.where(po == p, vo, zero)
-    return dense.reshape(lead + (64,))
+    dense = np.empty(lead + (groups, size), dtype=np.float32)
+    for q in range(size):
+        dense[..., q] = np.where(p == q, v, zero).sum(axis=-1, dtype=np.float32)
+    return dense.reshape(lead + (spec.positions,))
+
+
+def _scale_parts(fmt, s):
+    """Scale codes -> (significand, exponent of the element lsb, NaN) of every block."""
+    _, lsb, sig, exp, nan = _TABLES[fmt]
+    s = s & (len(sig) - 1)
+    return sig[s], exp[s] + lsb, nan[s]
 
 
 def _dot_last(x, y):
@@ -426,52 +439,26 @@ def step_terms(fmt, a, w, r=None, residual="none"):
     Returns
     -------
     P : int64 (S, T), E : int64 (S, T), nan : bool (S,)
-        ``T`` is 1 (hif4), 2 (hif4 with residual, mxfp4), 4 (mxfp4 with residual, nvfp4).
+        One term per block of each operand pair: ``T`` is the step's block count (1 hif4,
+        2 mxfp4, 4 nvfp4), twice that with a residual.
     """
     _check_fmt(fmt, residual)
     if residual != "none" and r is None:
         raise ValueError(f"residual={residual!r} needs the residual fields r")
-    if fmt == "hif4":
-        wa, ww = _hif4_weights(a), _hif4_weights(w)
-        sa = np.asarray(a["scale"], dtype=np.int64)
-        sw = np.asarray(w["scale"], dtype=np.int64)
-        s = _dot_last(wa, ww)
-        P = [s * E6M2_SIG[sa] * E6M2_SIG[sw]]
-        E = [E6M2_EXP[sa] + E6M2_EXP[sw] - 4]
-        nan = E6M2_NAN[sa] | E6M2_NAN[sw]
-        if residual != "none":
-            wr = _r24_dense(r) if residual == "2:4" else _hif4_weights(r)
-            sr = np.asarray(r["scale"], dtype=np.int64)
-            P.append(_dot_last(wr, ww) * E6M2_SIG[sr] * E6M2_SIG[sw])
-            E.append(E6M2_EXP[sr] + E6M2_EXP[sw] - 4)
-            nan = nan | E6M2_NAN[sr]
-        return np.stack(P, -1), np.stack(E, -1), nan
-    ea = _E2M1_F32[np.asarray(a["elem"], dtype=np.uint8) & 15]
-    ew = _E2M1_F32[np.asarray(w["elem"], dtype=np.uint8) & 15]
-    sa = np.asarray(a["scale"], dtype=np.int64) & 0xFF
-    sw = np.asarray(w["scale"], dtype=np.int64) & 0xFF
-    s = _dot_last(ea, ew)                            # (S, blocks), units of 2**-2
-    if fmt == "mxfp4":
-        P = [s]
-        E = [E8M0_EXP[sa] + E8M0_EXP[sw] - 2]
-        nan = (E8M0_NAN[sa] | E8M0_NAN[sw]).any(axis=-1)
-        if residual == "2:4":                       # MXFP4 2:4 hook (sim.formats.resq_mxfp4)
-            from .formats.resq_mxfp4 import r24_step_terms
-            Pr, Er, nr = r24_step_terms(r, w)
-            P.append(Pr)
-            E.append(Er)
-            nan = nan | nr
-        if residual == "dense":
-            er = _E2M1_F32[np.asarray(r["elem"], dtype=np.uint8) & 15]
-            sr = np.asarray(r["scale"], dtype=np.int64) & 0xFF
-            P.append(_dot_last(er, ew))
-            E.append(E8M0_EXP[sr] + E8M0_EXP[sw] - 2)
-            nan = nan | E8M0_NAN[sr].any(axis=-1)
-        return np.concatenate(P, -1), np.concatenate(E, -1), nan
-    P = s * UE4M3_SIG[sa] * UE4M3_SIG[sw]
-    E = UE4M3_EXP[sa] + UE4M3_EXP[sw] - 2
-    nan = (UE4M3_NAN[sa] | UE4M3_NAN[sw]).any(axis=-1)
-    return P, E, nan
+    av, asc = _operand(STEP_LAYOUTS[fmt], a)
+    wv, wsc = _operand(STEP_LAYOUTS[fmt], w)
+    asig, aexp, anan = _scale_parts(fmt, asc)
+    wsig, wexp, wnan = _scale_parts(fmt, wsc)
+    P = [_dot_last(av, wv) * asig * wsig]
+    E = [aexp + wexp]
+    nan = (anan | wnan).any(axis=-1)
+    if residual != "none":
+        rv, rsc = _operand(residual_layout(fmt, residual), r)
+        rsig, rexp, rnan = _scale_parts(fmt, rsc)
+        P.append(_dot_last(rv, wv) * rsig * wsig)
+        E.append(rexp + wexp)
+        nan = nan | rnan.any(axis=-1)
+    return np.concatenate(P, -1), np.concatenate(E, -1), nan
 
 
 def step_value(fmt, a, w, r=None, residual="none"):
@@ -488,36 +475,6 @@ def step_value(fmt, a, w, r=None, residual="none"):
 
 # ---------------------------------------------------------------------------------------
 # Streams of steps
-
-
-def _as_steps(fmt, fields, what):
-    shapes = {"hif4": {"elem": (64,), "l3": (16,), "l2": (8,), "scale": ()},
-              "mxfp4": {"elem": (2, 32), "scale": (2,)},
-              "nvfp4": {"elem": (4, 16), "scale": (4,)},
-              "2:4": {"elem": (32,), "pos": (32,), "l3": (16,), "l2": (8,), "scale": ()},
-              "mxfp4-2:4": {"elem": (2, 16), "pos": (2, 16), "scale": (2,)}}[fmt]
-    out = {}
-    S = None
-    for k, tail in shapes.items():
-        if k not in fields:
-            raise ValueError(f"{what} fields for {fmt} need {k!r} (have {sorted(fields)})")
-        v = np.asarray(fields[k])
-        if v.shape[1:] != tail or v.ndim != len(tail) + 1:
-            raise ValueError(f"{what} field {k!r} for {fmt} must have shape (S, "
-                             f"{', '.join(map(str, tail))}), not {v.shape}")
-        if S is None:
-            S = v.shape[0]
-        elif v.shape[0] != S:
-            raise ValueError(f"{what} fields have different step counts")
-        out[k] = v
-    return out, S
-
-
-def _residual_layout(fmt, residual):
-    """Step layout name of a residual: "2:4" (HiF4), "mxfp4-2:4", or the format (dense)."""
-    if residual == "2:4":
-        return "mxfp4-2:4" if fmt == "mxfp4" else "2:4"
-    return fmt
 
 
 def run_steps(fmt, a, w, first, last=None, r=None, residual="none"):
@@ -541,14 +498,15 @@ def run_steps(fmt, a, w, first, last=None, r=None, residual="none"):
         The accumulator after each step (the unit emits the words where ``last`` is set).
     """
     _check_fmt(fmt, residual)
-    a, S = _as_steps(fmt, a, "a")
-    w, Sw = _as_steps(fmt, w, "w")
+    a, S = packing.check_steps(STEP_LAYOUTS[fmt], a, fmt, "a")
+    w, Sw = packing.check_steps(STEP_LAYOUTS[fmt], w, fmt, "w")
     if Sw != S:
         raise ValueError(f"a has {S} steps but w has {Sw}")
     if residual != "none":
         if r is None:
             raise ValueError(f"residual={residual!r} needs the residual fields r")
-        r, Sr = _as_steps(_residual_layout(fmt, residual), r, "r")
+        lay = residual_layout(fmt, residual)
+        r, Sr = packing.check_steps(lay, r, lay.name, "r")
         if Sr != S:
             raise ValueError(f"a has {S} steps but r has {Sr}")
     first = np.asarray(first, dtype=bool).reshape(-1)
@@ -600,259 +558,82 @@ def _chain(P, E, nan, first):
 # ---------------------------------------------------------------------------------------
 # Packing one step to an int (spec layouts; block 0 in the low bits)
 
-_STEP_BYTES = {"hif4": 36, "mxfp4": 34, "nvfp4": 36, "2:4": 28, "dense": 36}
+#: Older names of two step layouts: the HiF4 unit's residual layouts under their modes.
+_ALIASES = {mode: residual_layout("hif4", mode).name for mode in RESIDUAL_MODES
+            if mode != "none"}
+
+
+def _layout(name):
+    """The :class:`hif4spec.StepLayout` called ``name`` (a spec name or an alias)."""
+    try:
+        return STEP_LAYOUTS[_ALIASES.get(name, name)]
+    except (KeyError, TypeError):
+        raise ValueError(f"Step layout must be one of {', '.join([*STEP_LAYOUTS, *_ALIASES])}, "
+                         f"not {name!r}") from None
 
 
 def step_bytes(fmt):
-    """Bytes of one packed step: hif4 36, mxfp4 34, nvfp4 36, "2:4" residual 28."""
-    if fmt == "mxfp4-2:4":
-        return 26
-    return _STEP_BYTES[_packfmt(fmt)]
-
-
-def _packfmt(fmt):
-    if fmt == "dense":
-        return "hif4"
-    if fmt not in ("hif4", "mxfp4", "nvfp4", "2:4"):
-        raise ValueError(f"Step layout must be one of hif4, mxfp4, nvfp4, 2:4, dense, "
-                         f"not {fmt!r}")
-    return fmt
-
-
-def _check_range(name, v, limit):
-    if v.size and (v.min() < 0 or v.max() >= limit):
-        raise ValueError(f"field {name!r} holds values outside 0..{limit - 1}")
-
-
-def _nibbles(e):
-    return (e[..., 0::2] | (e[..., 1::2] << 4)).astype(np.uint8)
-
-
-def _unnibble(b):
-    out = np.empty(b.shape[:-1] + (2 * b.shape[-1],), dtype=np.uint8)
-    out[..., 0::2] = b & 15
-    out[..., 1::2] = b >> 4
-    return out
-
-
-def _pack_array(fmt, f):
-    """Fields with a leading step dimension -> uint8 (S, nbytes)."""
-    fmt = _packfmt(fmt)
-    f, S = _as_steps(fmt, f, "step")
-    f = {k: np.asarray(v).astype(np.int64) for k, v in f.items()}
-    limits = {"elem": 16, "l3": 2, "l2": 2, "scale": 256, "pos": 4}
-    for k, v in f.items():
-        _check_range(k, v, limits[k])
-    f = {k: v.astype(np.uint8) for k, v in f.items()}
-    bo = "little"
-    if fmt == "hif4":
-        return np.concatenate([_nibbles(f["elem"]), np.packbits(f["l3"], -1, bitorder=bo),
-                               np.packbits(f["l2"], -1, bitorder=bo), f["scale"][:, None]], 1)
-    if fmt == "2:4":
-        p = f["pos"]
-        pb = (p[:, 0::4] | (p[:, 1::4] << 2) | (p[:, 2::4] << 4) | (p[:, 3::4] << 6))
-        return np.concatenate([_nibbles(f["elem"]), pb.astype(np.uint8),
-                               np.packbits(f["l3"], -1, bitorder=bo),
-                               np.packbits(f["l2"], -1, bitorder=bo), f["scale"][:, None]], 1)
-    blocks = np.concatenate([_nibbles(f["elem"]), f["scale"][:, :, None]], axis=2)
-    return blocks.reshape(S, -1)
-
-
-def _unpack_array(fmt, b):
-    fmt = _packfmt(fmt)
-    b = np.asarray(b, dtype=np.uint8)
-    S = b.shape[0]
-    bo = "little"
-    if fmt == "hif4":
-        return {"elem": _unnibble(b[:, :32]),
-                "l3": np.unpackbits(b[:, 32:34], -1, bitorder=bo),
-                "l2": np.unpackbits(b[:, 34:35], -1, bitorder=bo),
-                "scale": b[:, 35].copy()}
-    if fmt == "2:4":
-        pb = b[:, 16:24]
-        pos = np.empty((S, 32), dtype=np.uint8)
-        for k in range(4):
-            pos[:, k::4] = (pb >> (2 * k)) & 3
-        return {"elem": _unnibble(b[:, :16]), "pos": pos,
-                "l3": np.unpackbits(b[:, 24:26], -1, bitorder=bo),
-                "l2": np.unpackbits(b[:, 26:27], -1, bitorder=bo),
-                "scale": b[:, 27].copy()}
-    nblk = FORMATS_DOT[fmt]
-    blk = b.reshape(S, nblk, -1)
-    return {"elem": _unnibble(blk[:, :, :-1]), "scale": blk[:, :, -1].copy()}
+    """Bytes of one packed step of layout ``fmt`` (``hif4spec.StepLayout.bytes``)."""
+    return _layout(fmt).bytes
 
 
 def pack_steps(fmt, fields):
     """Fields with a leading step dimension S -> list of S Python ints (spec bit layouts).
 
-    "mxfp4-2:4" (the 208-bit packed MXFP4 2:4 residual step) is handled by
-    :mod:`sim.formats.resq_mxfp4`.
-
-    ``fmt`` is "hif4" (288 bits), "mxfp4" (2 x 136 bits, block 0 low), "nvfp4" (4 x 72
-    bits), "2:4" (the 224-bit packed HiF4 residual) or "dense" (= "hif4").
+    ``fmt`` names the step layout: "hif4", "mxfp4", "nvfp4", "hif4-2:4" (alias "2:4"),
+    "mxfp4-2:4" or "dense" (= "hif4"); block 0 in the low bits.
     """
-    if fmt == "mxfp4-2:4":
-        from .formats.resq_mxfp4 import pack_steps_r24
-        return pack_steps_r24(fields)
-    arr = _pack_array(fmt, fields)
-    n = arr.shape[1]
-    data = arr.tobytes()
-    return [int.from_bytes(data[i:i + n], "little") for i in range(0, len(data), n)]
+    lay = _layout(fmt)
+    f, _ = packing.check_steps(lay, fields, fmt, "step")
+    f = {k: v.astype(np.int64) for k, v in f.items()}
+    packing.check_range(lay, f)
+    return packing.pack_ints(lay, f)
 
 
 def unpack_steps(fmt, words):
     """Inverse of :func:`pack_steps`: a sequence of ints -> fields with leading dim S."""
-    if fmt == "mxfp4-2:4":
-        from .formats.resq_mxfp4 import unpack_steps_r24
-        return unpack_steps_r24(words)
-    n = step_bytes(fmt)
-    words = list(words)
-    try:
-        data = b"".join(int(x).to_bytes(n, "little") for x in words)
-    except OverflowError:
-        raise ValueError(f"a packed {fmt} step has at most {8 * n} bits") from None
-    if any(int(x) < 0 for x in words):
+    lay = _layout(fmt)
+    words = [int(x) for x in words]
+    if any(x < 0 for x in words):
         raise ValueError("packed steps must be non-negative ints")
-    return _unpack_array(fmt, np.frombuffer(data, dtype=np.uint8).reshape(len(words), n))
-
-
-def _scalar_layouts():
-    """field -> (shape, width, bit position of every item, C order) for one packed step."""
-    hif4 = {"elem": ((64,), 4, [4 * i for i in range(64)]),
-            "l3": ((16,), 1, [256 + j for j in range(16)]),
-            "l2": ((8,), 1, [272 + g for g in range(8)]),
-            "scale": ((), 8, [280])}
-    r24 = {"elem": ((32,), 4, [4 * j for j in range(32)]),
-           "pos": ((32,), 2, [128 + 2 * j for j in range(32)]),
-           "l3": ((16,), 1, [192 + j for j in range(16)]),
-           "l2": ((8,), 1, [208 + g for g in range(8)]),
-           "scale": ((), 8, [216])}
-    out = {"hif4": hif4, "2:4": r24}
-    for fmt, nblk, block_bits in (("mxfp4", 2, 136), ("nvfp4", 4, 72)):
-        n = 64 // nblk
-        out[fmt] = {"elem": ((nblk, n), 4, [b * block_bits + 4 * i for b in range(nblk)
-                                            for i in range(n)]),
-                    "scale": ((nblk,), 8, [b * block_bits + 4 * n for b in range(nblk)])}
-    return out
-
-
-_SCALAR = _scalar_layouts()
+    if any(x >> lay.bits for x in words):
+        raise ValueError(f"a packed {fmt} step has at most {lay.bits} bits")
+    return packing.unpack_ints(lay, words)
 
 
 def pack_step(fmt, fields):
     """One step's fields (no step dimension) -> Python int in the spec's packed layout.
 
-    The single-step twin of :func:`pack_steps` (same layouts), in plain Python ints.
+    The single-step twin of :func:`pack_steps` (same layouts); it also rejects non-integer
+    arrays.
     """
-    if fmt == "mxfp4-2:4":
-        return pack_steps(fmt, {k: np.asarray(v)[None] for k, v in fields.items()})[0]
-    fmt = _packfmt(fmt)
-    word = 0
-    for name, (shape, width, where) in _SCALAR[fmt].items():
+    lay = _layout(fmt)
+    one = {}
+    for name in lay.fields:
         try:
             v = np.asarray(fields[name])
         except KeyError:
             raise ValueError(f"step fields for {fmt} need {name!r} (have {sorted(fields)})") \
                 from None
-        if v.shape != shape:
-            raise ValueError(f"step field {name!r} for {fmt} must have shape {shape}, "
-                             f"not {v.shape}")
-        items = v.reshape(-1).tolist()
-        if max(items) >= 1 << width or min(items) < 0 or v.dtype.kind not in "uib":
-            raise ValueError(f"field {name!r} holds values outside 0..{(1 << width) - 1}")
-        for x, p in zip(items, where):
-            word |= x << p
-    return word
+        if v.shape != lay.shape(name):
+            raise ValueError(f"step field {name!r} for {fmt} must have shape "
+                             f"{lay.shape(name)}, not {v.shape}")
+        if v.dtype.kind not in "uib":
+            raise ValueError(f"field {name!r} holds values outside "
+                             f"0..{(1 << lay.width(name)) - 1}")
+        packing.check_range(lay, {name: v})
+        one[name] = v[None]
+    return packing.pack_ints(lay, one)[0]
 
 
 def unpack_step(fmt, word):
     """Python int -> one step's fields (no step dimension)."""
-    if fmt == "mxfp4-2:4":
-        return {k: v[0] for k, v in unpack_steps(fmt, [word]).items()}
-    n = step_bytes(fmt)
+    lay = _layout(fmt)
     word = int(word)
-    if not 0 <= word < 1 << (8 * n):
-        raise ValueError(f"a packed {fmt} step is a non-negative int of at most {8 * n} bits")
-    out = {}
-    for name, (shape, width, where) in _SCALAR[_packfmt(fmt)].items():
-        mask = (1 << width) - 1
-        out[name] = np.array([(word >> p) & mask for p in where], dtype=np.uint8).reshape(shape)
-    return out
-
-
-# ---------------------------------------------------------------------------------------
-# Random stimulus
-
-
-def random_steps(fmt, n, rng, residual="none", *, nan_prob=0.01, scales="uniform",
-                 first_prob=0.25, ue4m3_bit7=False):
-    """Random valid step fields for ``fmt`` (RTL stimulus and tests).
-
-    Element codes, L2/L3 bits and 2:4 positions are drawn uniformly. Scale codes are drawn
-    uniformly over the finite codes (``scales="uniform"``) or from a band a few binades wide
-    around 1 (``scales="narrow"``, so that sums rarely overflow and often cancel); each
-    scale is then replaced by its NaN code with probability ``nan_prob``.
-
-    Returns
-    -------
-    dict
-        ``a``, ``w``, ``r`` (None without residual), ``first`` and ``last`` (bool (n,);
-        ``first[0]`` is True, ``last`` is set before every ``first`` and on the final step).
-    """
-    _check_fmt(fmt, residual)
-    if scales not in ("uniform", "narrow"):
-        raise ValueError(f"scales must be 'uniform' or 'narrow', not {scales!r}")
-
-    def scale(shape, kind):
-        if kind == "E6M2":
-            lo, hi, nanc, one = 0, 255, 0xFF, 48 << 2
-            band = 12
-        elif kind == "E8M0":
-            lo, hi, nanc, one = 0, 255, 0xFF, 127
-            band = 3
-        else:
-            lo, hi, nanc, one = 0, 127, 0x7F, 7 << 3
-            band = 12
-        if scales == "uniform":
-            s = rng.integers(lo, hi, size=shape)
-        else:
-            s = np.clip(one + rng.integers(-band, band + 1, size=shape), lo, hi - 1)
-        s = np.where(rng.random(shape) < nan_prob, nanc, s)
-        if kind == "UE4M3" and ue4m3_bit7:
-            s = s | (rng.integers(0, 2, size=shape) << 7)
-        return s.astype(np.uint8)
-
-    def operand():
-        if fmt == "hif4":
-            return {"elem": rng.integers(0, 16, (n, 64), dtype=np.uint8),
-                    "l3": rng.integers(0, 2, (n, 16), dtype=np.uint8),
-                    "l2": rng.integers(0, 2, (n, 8), dtype=np.uint8),
-                    "scale": scale((n,), "E6M2")}
-        nb = FORMATS_DOT[fmt]
-        return {"elem": rng.integers(0, 16, (n, nb, 64 // nb), dtype=np.uint8),
-                "scale": scale((n, nb), "E8M0" if fmt == "mxfp4" else "UE4M3")}
-
-    a, w = operand(), operand()
-    r = None
-    if residual == "dense":
-        r = operand()
-    elif residual == "2:4" and fmt == "mxfp4":
-        from .formats.resq_mxfp4 import random_r24_steps
-        r = random_r24_steps(n, rng, nan_prob=nan_prob, scales=scales)
-    elif residual == "2:4":
-        r = {"elem": rng.integers(0, 16, (n, 32), dtype=np.uint8),
-             "pos": rng.integers(0, 4, (n, 32), dtype=np.uint8),
-             "l3": rng.integers(0, 2, (n, 16), dtype=np.uint8),
-             "l2": rng.integers(0, 2, (n, 8), dtype=np.uint8),
-             "scale": scale((n,), "E6M2")}
-    first = rng.random(n) < first_prob
-    if n:
-        first[0] = True
-    last = np.zeros(n, dtype=bool)
-    if n:
-        last[:-1] = first[1:]
-        last[-1] = True
-    return {"a": a, "w": w, "r": r, "first": first, "last": last}
+    if not 0 <= word < 1 << lay.bits:
+        raise ValueError(f"a packed {fmt} step is a non-negative int of at most {lay.bits} "
+                         "bits")
+    return {k: v[0, ...] for k, v in packing.unpack_ints(lay, [word]).items()}
 
 
 # ---------------------------------------------------------------------------------------
@@ -874,25 +655,8 @@ def _steps_of(qt, what):
     if pad:
         f = {k: np.concatenate([v, np.zeros((rows, pad) + v.shape[2:], v.dtype)], axis=1)
              for k, v in f.items()}
-    if fmt == "hif4":
-        return f, ns
-    return {"elem": f["elem"].reshape(rows, ns, nblk, -1),
-            "scale": f["scale"].reshape(rows, ns, nblk)}, ns
-
-
-def _operand_ints(fmt, f):
-    """(rows, ns, ...) fields -> integer element matrix (rows, ns, blocks, n) and scales."""
-    if fmt == "hif4":
-        return _hif4_weights(f)[:, :, None, :], np.asarray(f["scale"], np.int64)[:, :, None]
-    return _E2M1_F32[np.asarray(f["elem"], np.uint8) & 15], np.asarray(f["scale"], np.int64)
-
-
-def _scale_parts(fmt, s):
-    if fmt == "hif4":
-        return E6M2_SIG[s], E6M2_EXP[s] - 2, E6M2_NAN[s]
-    if fmt == "mxfp4":
-        return np.ones_like(s), E8M0_EXP[s] - 1, E8M0_NAN[s]
-    return UE4M3_SIG[s & 0xFF], UE4M3_EXP[s & 0xFF] - 1, UE4M3_NAN[s & 0xFF]
+    lay = STEP_LAYOUTS[fmt]
+    return {k: f[k].reshape((rows, ns) + lay.shape(k)) for k in lay.fields}, ns
 
 
 def _block_sums(x, y):
@@ -934,8 +698,8 @@ def gemm(a_qt, w_qt, r=None, *, scaled=False, row_chunk=None):
     af, ns = _steps_of(a_qt, "A")
     wf, _ = _steps_of(w_qt, "W")
     M, N = a_qt.shape[0], w_qt.shape[0]
-    ai, asc = _operand_ints(fmt, af)            # (M, ns, nblk, n)
-    wi, wsc = _operand_ints(fmt, wf)
+    ai, asc = _operand(STEP_LAYOUTS[fmt], af)   # (M, ns, nblk, n)
+    wi, wsc = _operand(STEP_LAYOUTS[fmt], wf)
     asig, aexp, anan = _scale_parts(fmt, asc)   # (M, ns, nblk)
     wsig, wexp, wnan = _scale_parts(fmt, wsc)
     rdense = None
@@ -982,16 +746,15 @@ def _residual_ints(fmt, r, a_qt):
         f = {k: np.asarray(v) for k, v in r.items()}
         if f["scale"].shape != a_qt.fields["scale"].shape:
             raise ValueError("residual must match A's blocks")
-        ri = _r24_dense(f)[:, :, None, :]
-        rs = f["scale"].astype(np.int64)[:, :, None]
+        ri, rs = _operand(residual_layout(fmt, "2:4"), f)
     else:
         if r.fmt != fmt or r.shape != a_qt.shape or r.axis != a_qt.axis:
             raise ValueError(f"residual must be a {fmt} tensor of A's shape {a_qt.shape} "
                              f"quantized along axis 1")
-        if fmt == "nvfp4":
-            raise ValueError("NVFP4 units have no residual input")
+        if RESIDUALS[fmt] == ("none",):
+            raise ValueError(f"{fmt.upper()} units have no residual input")
         rf, _ = _steps_of(r, "residual")
-        ri, rs = _operand_ints(fmt, rf)
+        ri, rs = _operand(STEP_LAYOUTS[fmt], rf)
     rsig, rexp, rnan = _scale_parts(fmt, rs)
     return ri, rsig, rexp, rnan
 

@@ -10,7 +10,7 @@ import pytest
 import spec_reference as ref
 from formats_inputs import bits_equal
 from sim.formats import codecs
-from sim.formats.table import ELEMENT_TYPES, HIF4_REC_SIGNIFICANDS
+from hif4spec.formats import ELEMENT_TYPES, HIF4_REC_SIGNIFICANDS
 
 # ------------------------------------------------------------------ decode tables
 

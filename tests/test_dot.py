@@ -5,14 +5,15 @@ sums the step exactly and rounds to FP32 by a separate Fraction-based RNE; nothi
 with ``sim.dot`` except the field layout of a step.
 """
 
-import struct
 from fractions import Fraction as F
 
 import numpy as np
 import pytest
 
 import sim.dot as dot
+from conftest import e2m1, e6m2, e8m0, rne_f32, s1p2, ue4m3, word_value
 from sim.dot import pack_step, pack_steps, run_steps, unpack_step, unpack_steps
+from sim.stimulus import checked_cases, random_steps
 
 NAN = 0x7FC00000
 PINF = 0x7F800000
@@ -20,31 +21,6 @@ MAXF = 0x7F7FFFFF
 
 # ------------------------------------------------------------------------------------------
 # Independent reference (spec section 1 tables, Fractions)
-
-
-def s1p2(c):
-    return F(-(c & 7) if c & 8 else (c & 7), 4)
-
-
-def e2m1(c):
-    mag = [F(0), F(1, 2), F(1), F(3, 2), F(2), F(3), F(4), F(6)][c & 7]
-    return -mag if c & 8 else mag
-
-
-def e6m2(c):
-    return None if c == 0xFF else F(2) ** ((c >> 2) - 48) * F(4 + (c & 3), 4)
-
-
-def e8m0(c):
-    return None if c == 0xFF else F(2) ** (c - 127)
-
-
-def ue4m3(c):
-    c &= 0x7F
-    if c == 0x7F:
-        return None
-    e, m = c >> 3, c & 7
-    return F(m, 8) * F(2) ** -6 if e == 0 else F(8 + m, 8) * F(2) ** (e - 7)
 
 
 S1P2 = [s1p2(c) for c in range(16)]
@@ -97,31 +73,6 @@ def ref_step_value(fmt, a, w, r, residual, i):
                                                                    y["elem"][i][b])), F(0)) \
                 * sx * sy
     return v
-
-
-def word_value(word):
-    return F(struct.unpack("<f", struct.pack("<I", word))[0])
-
-
-def rne_f32(q):
-    """FP32 word of the nonzero Fraction q: RNE, gradual underflow, overflow to Inf."""
-    sign = 0x80000000 if q < 0 else 0
-    m = abs(q)
-    e = m.numerator.bit_length() - m.denominator.bit_length()
-    if F(2) ** e > m:
-        e -= 1
-    r = max(e - 23, -149)
-    scaled = m / F(2) ** r
-    n = scaled.numerator // scaled.denominator
-    frac = scaled - n
-    if frac > F(1, 2) or (frac == F(1, 2) and n % 2):
-        n += 1
-    if n == 0:
-        return sign
-    value = n * F(2) ** r
-    if value >= F(2) ** 128:
-        return sign | PINF
-    return sign | struct.unpack("<I", struct.pack("<f", float(value)))[0]
 
 
 def ref_chain(values, first):
@@ -246,7 +197,7 @@ FMTS = [("hif4", "none"), ("hif4", "2:4"), ("hif4", "dense"), ("mxfp4", "none"),
 @pytest.mark.parametrize("scales", ["uniform", "narrow"])
 def test_random_streams(fmt, residual, scales, kernel_path):
     rng = np.random.default_rng(hash((fmt, residual, scales)) & 0xFFFF)
-    st = dot.random_steps(fmt, 300, rng, residual, scales=scales, nan_prob=0.02)
+    st = random_steps(fmt, 300, rng, residual, scales=scales, nan_prob=0.02)
     check(fmt, st, residual)
 
 
@@ -254,7 +205,7 @@ def test_random_streams(fmt, residual, scales, kernel_path):
 def test_random_subnormal_results(fmt):
     # scales pushed down so that products and sums land among FP32 subnormals
     rng = np.random.default_rng(7)
-    st = dot.random_steps(fmt, 300, rng, "none", scales="narrow", nan_prob=0.0)
+    st = random_steps(fmt, 300, rng, "none", scales="narrow", nan_prob=0.0)
     if fmt == "mxfp4":
         st["a"]["scale"] = (st["a"]["scale"] - 72).astype(np.uint8)
         st["w"]["scale"] = (st["w"]["scale"] - 72).astype(np.uint8)
@@ -266,7 +217,7 @@ def test_random_subnormal_results(fmt):
 def test_long_and_short_chains_agree():
     # the vectorized (many chains) and the step-by-step (few long chains) paths
     rng = np.random.default_rng(3)
-    st = dot.random_steps("hif4", 400, rng, "2:4", scales="narrow", first_prob=0.3)
+    st = random_steps("hif4", 400, rng, "2:4", scales="narrow", first_prob=0.3)
     args = ("hif4", st["a"], st["w"], st["first"], st["last"], st["r"], "2:4")
     old = dot._VECTOR_MIN
     try:
@@ -451,7 +402,7 @@ def test_negative_overflow_and_hif4_max_scales():
 
 def test_nvfp4_scale_bit7_ignored_and_both_nan_codes():
     rng = np.random.default_rng(11)
-    st = dot.random_steps("nvfp4", 200, rng, scales="narrow", nan_prob=0.05)
+    st = random_steps("nvfp4", 200, rng, scales="narrow", nan_prob=0.05)
     base = check("nvfp4", st)
     assert (base == NAN).any()
     for op in ("a", "w"):
@@ -459,7 +410,7 @@ def test_nvfp4_scale_bit7_ignored_and_both_nan_codes():
     assert (st["a"]["scale"] == 0xFF).any() or (st["w"]["scale"] == 0xFF).any()
     got = check("nvfp4", st)
     assert np.array_equal(got, base)
-    st3 = dot.random_steps("nvfp4", 50, rng, ue4m3_bit7=True)
+    st3 = random_steps("nvfp4", 50, rng, ue4m3_bit7=True)
     assert (st3["a"]["scale"] >= 128).any()
     check("nvfp4", st3)
 
@@ -467,7 +418,7 @@ def test_nvfp4_scale_bit7_ignored_and_both_nan_codes():
 def test_step_value_matches_reference():
     rng = np.random.default_rng(5)
     for fmt, residual in FMTS:
-        st = dot.random_steps(fmt, 40, rng, residual)
+        st = random_steps(fmt, 40, rng, residual)
         vals = dot.step_value(fmt, st["a"], st["w"], st["r"], residual)
         for i, v in enumerate(vals):
             assert v == ref_step_value(fmt, st["a"], st["w"], st["r"], residual, i)
@@ -490,10 +441,10 @@ def _bits_of(fields, layout):
 @pytest.mark.parametrize("fmt,residual", [("hif4", "2:4"), ("mxfp4", "none"),
                                           ("nvfp4", "none")])
 def test_pack_matches_table_layouts(fmt, residual):
-    from sim.formats.table import FORMATS, RESIDUAL24
+    from hif4spec.formats import FORMATS, RESIDUAL24
 
     rng = np.random.default_rng(1)
-    st = dot.random_steps(fmt, 20, rng, residual)
+    st = random_steps(fmt, 20, rng, residual)
     spec = FORMATS[fmt]
     for i in range(20):
         one = {k: v[i] for k, v in st["a"].items()}
@@ -534,7 +485,7 @@ def test_pack_matches_to_bytes(fmt):
 
 
 def test_pack_rejects_bad_fields():
-    f = dot.random_steps("hif4", 2, np.random.default_rng(0))["a"]
+    f = random_steps("hif4", 2, np.random.default_rng(0))["a"]
     f["l3"][0, 0] = 2
     with pytest.raises(ValueError, match="l3"):
         pack_steps("hif4", f)
@@ -561,7 +512,7 @@ def test_pack_rejects_bad_fields():
 def test_run_steps_through_packed_ints():
     # what the RTL benches do: random steps -> ints -> fields -> expected words
     rng = np.random.default_rng(9)
-    st = dot.random_steps("hif4", 500, rng, "2:4")
+    st = random_steps("hif4", 500, rng, "2:4")
     a = unpack_steps("hif4", pack_steps("hif4", st["a"]))
     w = unpack_steps("hif4", pack_steps("hif4", st["w"]))
     r = unpack_steps("2:4", pack_steps("2:4", st["r"]))
@@ -571,7 +522,7 @@ def test_run_steps_through_packed_ints():
 
 
 # ------------------------------------------------------------------------------------------
-# The named stimulus library (sim.stimulus) that the RTL benches replay
+# The hand-checked streams of the stimulus library (sim.stimulus), which the RTL benches run
 
 
 NAMED = [("hif4", "none"), ("hif4", "2:4"), ("hif4", "dense"), ("mxfp4", "none"),
@@ -580,14 +531,12 @@ NAMED = [("hif4", "none"), ("hif4", "2:4"), ("hif4", "dense"), ("mxfp4", "none")
 
 @pytest.mark.parametrize("fmt,residual", NAMED)
 def test_named_streams(fmt, residual):
-    from sim.stimulus import named_streams
-
-    streams = named_streams(fmt, residual)
-    assert len({s["name"] for s in streams}) == len(streams) >= 4
-    for s in streams:
+    streams = checked_cases(fmt, residual)
+    assert len({name for name, _ in streams}) == len(streams) >= 4
+    for name, s in streams:
         got = check(fmt, s, residual)
         for i, word in s["expect"].items():
-            assert got[i] == word, (s["name"], i, hex(int(got[i])), hex(word))
+            assert got[i] == word, (name, i, hex(int(got[i])), hex(word))
         # and the packed form the benches drive
         a = unpack_steps(fmt, pack_steps(fmt, s["a"]))
         w = unpack_steps(fmt, pack_steps(fmt, s["w"]))
@@ -596,11 +545,11 @@ def test_named_streams(fmt, residual):
             layout = "2:4" if residual == "2:4" else fmt
             r = unpack_steps(layout, pack_steps(layout, s["r"]))
         assert np.array_equal(run_steps(fmt, a, w, s["first"], s["last"], r, residual), got)
-    names = {s["name"] for s in streams}
+    names = {name for name, _ in streams}
     if fmt == "mxfp4":
         assert {"overflow_tie_to_inf_stays_then_nan", "signed_zeros",
                 "subnormal_ties"} <= names
-        sub = next(s for s in streams if s["name"] == "subnormal_sums")
+        sub = next(s for name, s in streams if name == "subnormal_sums")
         words = run_steps(fmt, sub["a"], sub["w"], sub["first"], sub["last"], sub["r"],
                           residual)
         assert ((words & 0x7F800000) == 0).all() and (words & 0x7FFFFFFF).all()
@@ -614,7 +563,7 @@ def test_random_streams_long(fmt, residual):
     # 4000 steps per kind and scale spread against the Fraction reference (-m slow)
     for scales in ("uniform", "narrow"):
         rng = np.random.default_rng(1000 + FMTS.index((fmt, residual)))
-        st = dot.random_steps(fmt, 4000, rng, residual, scales=scales, nan_prob=0.005,
+        st = random_steps(fmt, 4000, rng, residual, scales=scales, nan_prob=0.005,
                               first_prob=0.05)
         check(fmt, st, residual)
 

@@ -1,41 +1,18 @@
 """GEMM over packed matrices (spec section 7) against an exact Fraction reference built from
 the decoded tensors, and against run_steps."""
 
-import struct
 from fractions import Fraction as F
 
 import numpy as np
 import pytest
 
+from conftest import rne_f32, word_value
 from sim.dot import bits_f32, gemm, gemm_float, run_steps, scale_result
 from sim.formats import quantize
 from sim.formats.resq import pack_24, resq
 
 NAN = 0x7FC00000
 PINF = 0x7F800000
-
-
-def rne_f32(q):
-    sign = 0x80000000 if q < 0 else 0
-    m = abs(q)
-    e = m.numerator.bit_length() - m.denominator.bit_length()
-    if F(2) ** e > m:
-        e -= 1
-    r = max(e - 23, -149)
-    scaled = m / F(2) ** r
-    n = scaled.numerator // scaled.denominator
-    frac = scaled - n
-    if frac > F(1, 2) or (frac == F(1, 2) and n % 2):
-        n += 1
-    if n == 0:
-        return sign
-    if n * F(2) ** r >= F(2) ** 128:
-        return sign | PINF
-    return sign | struct.unpack("<I", struct.pack("<f", float(n * F(2) ** r)))[0]
-
-
-def word_value(word):
-    return F(struct.unpack("<f", struct.pack("<I", word))[0])
 
 
 def unit_values(qt):

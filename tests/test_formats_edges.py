@@ -7,7 +7,7 @@ import pytest
 import spec_reference as ref
 from formats_inputs import bits_equal
 from sim.formats import FORMATS, QuantizedTensor, fake_quantize, from_bytes, quantize
-from sim.formats.table import STEP_ELEMS
+from hif4spec.formats import STEP_ELEMS
 
 BLOCK_FORMATS = ["hif4", "mxfp4", "nvfp4"]
 ALL_FORMATS = list(FORMATS)

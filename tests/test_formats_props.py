@@ -10,7 +10,7 @@ from hypothesis.extra import numpy as hnp
 
 from formats_inputs import bits_equal, values_equal
 from sim.formats import FORMATS, QuantizedTensor, codecs, fake_quantize, from_bytes, quantize
-from sim.formats.tensor import pack_layout, unpack_layout
+from sim.formats import packing
 
 ALL = list(FORMATS)
 SETTINGS = settings(max_examples=60, deadline=None,
@@ -77,9 +77,9 @@ def test_random_fields_pack_unpack(fmt, seed, groups):
     fields = {f.name: rng.integers(0, 1 << f.width, size=(groups, f.count)).astype(np.uint8)
               for f in spec.layout}
     fields["scale"] = fields["scale"][:, 0]
-    data = pack_layout(fields, spec.layout, spec.block_bits)
+    data = packing.pack(spec, fields)
     assert data.shape == (groups, spec.block_bytes)
-    back = unpack_layout(data, spec.layout, spec.block_bits)
+    back = packing.unpack(spec, data)
     for k in fields:
         assert np.array_equal(back[k], fields[k])
     full = {k: v[None] for k, v in fields.items()}

@@ -11,7 +11,7 @@ from sim.formats import quantize
 from sim.formats.codecs import round_to_dtype
 from sim.formats.resq import (MODES, corrected, decode_24, keep_mask, pack_24, resq,
                               residual24_from_bytes, residual24_to_bytes, unpack_24)
-from sim.formats.table import RESIDUAL24
+from hif4spec.formats import RESIDUAL24
 
 FMTS = ["hif4", "mxfp4", "nvfp4", "hif8", "bf16"]
 

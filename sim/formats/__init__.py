@@ -5,7 +5,7 @@
 >>> y = qt.dequantize()                      # == fake_quantize(x, "hif4")   # doctest: +SKIP
 """
 
-from .table import FORMATS, STEP_ELEMS
+from hif4spec.formats import FORMATS, STEP_ELEMS
 from .tensor import QuantizedTensor, dequantize, fake_quantize, from_bytes, quantize
 
 __all__ = [

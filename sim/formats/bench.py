@@ -1,13 +1,12 @@
 """Quantizer throughput benchmark and the Gaussian MSE comparison of the HiF4 paper.
 
-Used by ``benchmarks/bench_quantize.py`` and ``hif4 bench quantize``. Throughput is a
-measurement printed beside baselines taken in the same run (``numpy.copy`` and ml_dtypes'
-``float4_e2m1fn`` cast of the same array), never a pass/fail check; the MSE ratios are a
-correctness check (``tests/test_formats_mse.py``).
+Used by ``hif4 bench quantize`` (which ``benchmarks/bench_quantize.py`` runs). Throughput
+is a measurement printed beside baselines taken in the same run (``numpy.copy`` and
+ml_dtypes' ``float4_e2m1fn`` cast of the same array), never a pass/fail check; the MSE ratios
+are a correctness check (``tests/test_formats_mse.py``).
 """
 
 import os
-import sys
 import time
 
 import numpy as np
@@ -104,9 +103,3 @@ def format_report(rows, values):
         out.append(f"{name:34s} {values / wall / 1e6:9.1f} {values / max(cpu, 1e-9) / 1e6:9.1f}"
                    f"  {base_copy[2] / max(cpu, 1e-9):7.3f} {base_cast[2] / max(cpu, 1e-9):7.3f}")
     return "\n".join(out)
-
-
-def main(argv=None):
-    """Entry point of ``benchmarks/bench_quantize.py`` (same options as the CLI)."""
-    from sim.cli import main as cli_main
-    return cli_main(["bench", "quantize"] + list(sys.argv[1:] if argv is None else argv))

@@ -4,7 +4,7 @@ sign rule (sign bit iff the input is < 0, so -0.0 gives +0) and NaN -> 0x7FC0.""
 import numpy as np
 
 from .codecs import bf16_round, decode_bf16, encode_bf16
-from .table import FORMATS
+from hif4spec.formats import FORMATS
 
 SPEC = FORMATS["bf16"]
 

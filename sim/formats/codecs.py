@@ -1,6 +1,8 @@
 """Element and scale codecs of ``docs/formats.md`` section 1, vectorized.
 
-Decode tables are float64 arrays indexed by code. Encoders round the float64 value of their
+Decode tables are float64 arrays indexed by code, derived from ``hif4spec.ELEMENT_TYPES``
+(:func:`int_decode`, the exact integer form :mod:`sim.dot` computes with; HiF8 from its own
+prefix decoder). Encoders round the float64 value of their
 input (never through float32) and return integer codes. Signed encoders follow the spec's
 sign rule: a code's sign bit is set iff the input is < 0, so -0.0 encodes with sign 0. The
 exception is :func:`encode_bf16`, the IEEE building block BF16(x), which keeps -0.0.
@@ -13,9 +15,11 @@ them equal on every grid point, midpoint and neighbour.
 
 import numpy as np
 
-from .table import HIF8_OVERFLOW
+from hif4spec.formats import ELEMENT_TYPES, HIF8_OVERFLOW
 
 __all__ = [
+    "int_decode",
+    "int_grid",
     "exp2floor",
     "round_float",
     "S1P2_VALUES",
@@ -95,28 +99,50 @@ def _fp_code(q, man_bits, emin):
 
 # --------------------------------------------------------------------------- decode tables
 
-def _build_tables():
-    codes = np.arange(256)
-    # S1P2: bit 3 sign, bits 2..0 k: (-1)^s * k / 4.
-    c16 = np.arange(16)
-    s1p2 = (c16 & 7) / 4.0
-    s1p2 = np.where(c16 & 8, -s1p2, s1p2)
-    # E2M1: bit 3 sign, bits 2..1 exponent (bias 1), bit 0 mantissa.
-    exp, man = (c16 >> 1) & 3, c16 & 1
-    mag = np.where(exp == 0, man * 0.5, np.ldexp(1.0 + man / 2.0, exp - 1))
-    e2m1 = np.where(c16 & 8, -mag, mag)
-    # E4M3 (OCP FP8): bias 7, subnormals, S.1111.111 = NaN.
-    exp, man = (codes >> 3) & 15, codes & 7
-    mag = np.where(exp == 0, np.ldexp(man / 8.0, -6), np.ldexp(1.0 + man / 8.0, exp - 7))
-    mag = np.where((codes & 0x7F) == 0x7F, np.nan, mag)
-    e4m3 = np.where(codes & 0x80, -mag, mag)
-    ue4m3 = e4m3[codes & 0x7F]
-    # E8M0: 2^(code-127), 255 = NaN.
-    e8m0 = np.where(codes == 255, np.nan, np.ldexp(1.0, codes - 127))
-    # E6M2: 2^(E-48) * (1 + M/4), 0xFF = NaN.
-    e6m2 = np.ldexp(1.0 + (codes & 3) / 4.0, (codes >> 2) - 48)
-    e6m2[255] = np.nan
-    return s1p2, e2m1, e4m3, ue4m3, e8m0, e6m2
+def int_decode(name):
+    """Every code of an IEEE-like element type (``hif4spec.ELEMENT_TYPES``, not HIF8) as
+    exact integers.
+
+    Returns ``(sig, exp, nan)`` over the ``2**bits`` codes: int64 ``sig`` (signed; a negative
+    zero gives 0) and ``exp`` with value ``sig * 2**exp``, and bool ``nan`` on the NaN codes.
+    Bits above the sign bit (above the exponent and mantissa in an unsigned type: UE4M3's
+    bit 7) are ignored. Exponent field 0 has no implicit leading 1 when the type has
+    subnormals or no exponent field at all (S1P2 is fixed point, its one binade subnormal).
+    """
+    neg, mag, exp, nan = _int_fields(ELEMENT_TYPES[name])
+    return np.where(neg, -mag, mag), exp, nan
+
+
+def int_grid(name):
+    """Element type ``name`` on its integer grid: ``(ints, lsb)``, value = ``ints * 2**lsb``.
+
+    ``lsb`` is the exponent of the type's smallest step (E2M1: -1, S1P2: -2); NaN codes
+    give 0.
+    """
+    sig, exp, nan = int_decode(name)
+    lsb = int(exp[~nan].min())
+    return np.where(nan, 0, sig << (exp - lsb)), lsb
+
+
+def _int_fields(t):
+    """(neg, |sig|, exp, nan) of every code of ElementType ``t`` (see :func:`int_decode`)."""
+    codes = np.arange(1 << t.bits, dtype=np.int64)
+    body = t.exp_bits + t.man_bits
+    u = codes & ((1 << body) - 1)
+    neg = ((codes >> body) & 1 == 1) if t.signed else np.zeros(codes.shape, bool)
+    e, m = u >> t.man_bits, u & ((1 << t.man_bits) - 1)
+    sub = t.subnormals or t.exp_bits == 0           # field 0: no implicit 1, exponent 1
+    mag = np.where((e > 0) | (not sub), m | (1 << t.man_bits), m)
+    exp = np.maximum(e, int(sub)) - t.bias - t.man_bits
+    nan = np.isin(u, t.nan_codes)
+    return neg, mag, exp, nan
+
+
+def _values(name):
+    """float64 decode table of element type ``name``: signed zeros kept, NaN codes NaN."""
+    neg, mag, exp, nan = _int_fields(ELEMENT_TYPES[name])
+    v = np.where(nan, np.nan, np.ldexp(mag.astype(np.float64), exp))
+    return np.where(neg, -v, v)
 
 
 def _hif8_decode_one(code):
@@ -151,7 +177,8 @@ def _hif8_decode_one(code):
     return -mag if s else mag
 
 
-S1P2_VALUES, E2M1_VALUES, E4M3_VALUES, UE4M3_VALUES, E8M0_VALUES, E6M2_VALUES = _build_tables()
+S1P2_VALUES, E2M1_VALUES, E4M3_VALUES, UE4M3_VALUES, E8M0_VALUES, E6M2_VALUES = (
+    _values(n) for n in ("S1P2", "E2M1", "E4M3", "UE4M3", "E8M0", "E6M2"))
 HIF8_VALUES = np.array([_hif8_decode_one(c) for c in range(256)])
 for _t in (S1P2_VALUES, E2M1_VALUES, E4M3_VALUES, UE4M3_VALUES, E8M0_VALUES, E6M2_VALUES,
            HIF8_VALUES):

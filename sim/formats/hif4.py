@@ -34,7 +34,7 @@ import threading
 import numpy as np
 
 from .codecs import E6M2_VALUES, HIF4_REC, S1P2_VALUES, bf16_round, encode_e6m2
-from .table import FORMATS, HIF4_BF16_ONE_SEVENTH
+from hif4spec.formats import FORMATS, HIF4_BF16_ONE_SEVENTH
 
 SPEC = FORMATS["hif4"]
 NAN_SCALE = SPEC.nan_scale_code

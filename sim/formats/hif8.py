@@ -3,7 +3,7 @@
 import numpy as np
 
 from .codecs import HIF8_VALUES, encode_hif8, hif8_round, round_to_dtype
-from .table import FORMATS
+from hif4spec.formats import FORMATS
 
 SPEC = FORMATS["hif8"]
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from .codecs import E2M1_VALUES, E8M0_VALUES, e2m1_code_of_magnitude, e2m1_round_fast
 from ._scratch import scratch
-from .table import FORMATS
+from hif4spec.formats import FORMATS
 
 SPEC = FORMATS["mxfp4"]
 NAN_SCALE = SPEC.nan_scale_code

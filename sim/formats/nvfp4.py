@@ -12,7 +12,7 @@ import numpy as np
 from .codecs import (E2M1_VALUES, UE4M3_VALUES, e2m1_code_of_magnitude, e2m1_round_fast,
                      e4m3_code_of_magnitude, e4m3_round_fast, round_to_dtype)
 from ._scratch import scratch
-from .table import FORMATS, NVFP4_TENSOR_SCALE_DIVISOR
+from hif4spec.formats import FORMATS, NVFP4_TENSOR_SCALE_DIVISOR
 
 SPEC = FORMATS["nvfp4"]
 NAN_SCALE = SPEC.nan_scale_code

@@ -27,8 +27,9 @@ from math import ceil
 import numpy as np
 
 from .codecs import E6M2_VALUES, S1P2_VALUES, round_to_dtype
-from .table import FORMATS, RESIDUAL24
-from .tensor import QuantizedTensor, pack_layout, quantize, unpack_layout
+from hif4spec.formats import FORMATS, RESIDUAL24
+from . import packing
+from .tensor import QuantizedTensor, quantize
 
 __all__ = [
     "MODES",
@@ -263,18 +264,17 @@ def pack_24(residual):
 
 
 def _packed(fields):
+    layout = RESIDUAL24.fields
     try:
-        f = {k: np.asarray(fields[k]) for k in ("elem", "pos", "l3", "l2", "scale")}
+        f = {k: np.asarray(fields[k]) for k in layout}
     except (KeyError, TypeError):
-        raise ValueError("expected packed 2:4 fields elem, pos, l3, l2, scale") from None
+        raise ValueError(f"expected packed 2:4 fields {', '.join(layout)}") from None
     lead = f["scale"].shape
-    want = {"elem": 32, "pos": 32, "l3": 16, "l2": 8}
-    for k, n in want.items():
-        if f[k].shape != lead + (n,):
-            raise ValueError(f"packed 2:4 field {k!r} must have shape (*lead, nb, {n}) with "
-                             f"(*lead, nb) = {lead}, not {f[k].shape}")
-    if (f["elem"] > 15).any() or (f["pos"] > 3).any() or (f["l3"] > 1).any() \
-            or (f["l2"] > 1).any():
+    for k, fl in layout.items():
+        if fl.count > 1 and f[k].shape != lead + (fl.count,):
+            raise ValueError(f"packed 2:4 field {k!r} must have shape (*lead, nb, {fl.count}) "
+                             f"with (*lead, nb) = {lead}, not {f[k].shape}")
+    if any((f[k] >= 1 << fl.width).any() for k, fl in layout.items() if k != "scale"):
         raise ValueError("packed 2:4 fields out of range (elem 0..15, pos 0..3, l3/l2 0..1)")
     return f
 
@@ -330,7 +330,7 @@ def residual24_to_bytes(fields):
     g = f["scale"].size
     flat = {k: v.reshape(g, -1) if v.ndim > f["scale"].ndim else v.reshape(g)
             for k, v in f.items()}
-    return pack_layout(flat, RESIDUAL24.layout, RESIDUAL24.block_bits).tobytes()
+    return packing.pack(RESIDUAL24, flat).tobytes()
 
 
 def residual24_from_bytes(data, blocks_shape):
@@ -342,6 +342,5 @@ def residual24_from_bytes(data, blocks_shape):
     if data.size != size:
         raise ValueError(f"packed 2:4 residual bytes for {g} blocks must be {size} bytes "
                          f"long ({RESIDUAL24.block_bytes} per block), not {data.size}")
-    f = unpack_layout(data.reshape(g, RESIDUAL24.block_bytes), RESIDUAL24.layout,
-                      RESIDUAL24.block_bits)
+    f = packing.unpack(RESIDUAL24, data.reshape(g, RESIDUAL24.block_bytes))
     return {k: v.reshape(blocks_shape + v.shape[1:]) for k, v in f.items()}

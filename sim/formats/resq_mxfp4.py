@@ -1,10 +1,11 @@
-"""Packed 2:4 MXFP4 residual (``docs/mxfp4_residual.md``) and its exact step terms.
+"""Packed 2:4 MXFP4 residual (``docs/mxfp4_residual.md``, ``hif4spec.RESIDUAL24_MXFP4``).
 
 Rollout-ResQ (spec section 6) applies to MXFP4 as to HiF4: ``resq(x, "mxfp4", "2:4")`` gives
 the residual ``R = Q(dX)`` as an MXFP4 tensor whose dropped elements have code 0, two kept
 per micro-group of 4 positions. This module packs that residual the way the HiF4 2:4
 residual is packed: only the kept elements (E2M1 codes) and their 2-bit positions, plus the
-residual's own E8M0 scale, per 32-position MXFP4 block:
+residual's own E8M0 scale, per 32-position MXFP4 block (the layout is
+``hif4spec.RESIDUAL24_MXFP4``, the step ``hif4spec.STEP_LAYOUTS["mxfp4-2:4"]``):
 
 ======================  ==========================================================
 bits                    field
@@ -24,15 +25,16 @@ Field arrays (NumPy): ``elem`` uint8 (*lead, nb, 16), ``pos`` uint8 (*lead, nb, 
 ``scale`` uint8 (*lead, nb); at step level ``elem`` (S, 2, 16), ``pos`` (S, 2, 16),
 ``scale`` (S, 2).
 
-Exact step terms: with main blocks ``(a_b, sa_b)``, ``(w_b, sw_b)`` and residual block
-``(r_b, rs_b)`` the step value is ``sum_b S_b * 2**(sa_b + sw_b - 256) + R_b * 2**(rs_b + sw_b
-- 256)`` where ``S_b = 4 * sum_i a_i w_i`` (an integer, |S_b| <= 4608) and ``R_b = 4 * sum_j
-r_j w_pos(j)`` (|R_b| <= 2304); any scale code 255 makes the step NaN.
+:mod:`sim.dot` evaluates the residual's step terms by expanding the kept elements to their
+positions, as it does for the HiF4 2:4 residual.
 """
 
 import numpy as np
 
-from .table import FieldLayout
+from hif4spec import RESIDUAL24_MXFP4, STEP_LAYOUTS
+
+from . import packing
+from .codecs import E2M1_VALUES, E8M0_VALUES
 
 __all__ = [
     "RESIDUAL24_MXFP4_LAYOUT",
@@ -48,28 +50,20 @@ __all__ = [
     "unpack_step_r24_mxfp4",
     "pack_steps_r24",
     "unpack_steps_r24",
-    "E2M1_QUARTERS",
-    "r24_step_terms",
-    "random_r24_steps",
 ]
 
-#: Packed fields of one 32-position residual block, low bits first.
-RESIDUAL24_MXFP4_LAYOUT = (
-    FieldLayout("elem", 0, 4, 16),     # kept element j (E2M1), micro-group j // 2
-    FieldLayout("pos", 64, 2, 16),     # position of kept element j inside its micro-group
-    FieldLayout("scale", 96, 8, 1),    # E8M0 code of the residual block
-)
-RESIDUAL24_MXFP4_BLOCK_BITS = 104
-RESIDUAL24_MXFP4_BLOCK_BYTES = 13
+#: Packed fields of one 32-position residual block, low bits first (from the spec).
+RESIDUAL24_MXFP4_LAYOUT = RESIDUAL24_MXFP4.layout
+RESIDUAL24_MXFP4_BLOCK_BITS = RESIDUAL24_MXFP4.block_bits
+RESIDUAL24_MXFP4_BLOCK_BYTES = RESIDUAL24_MXFP4.block_bytes
 #: One dot-product step: two residual blocks, block 0 in the low bits.
-RESIDUAL24_MXFP4_STEP_BITS = 2 * RESIDUAL24_MXFP4_BLOCK_BITS
+_STEP = STEP_LAYOUTS["mxfp4-2:4"]
+RESIDUAL24_MXFP4_STEP_BITS = _STEP.bits
 
-_BLOCK = 32
-_KEPT = 16
-
-#: E2M1 code -> value times 4 (an exact small integer; bit 3 is the sign).
-E2M1_QUARTERS = np.array([0, 2, 4, 6, 8, 12, 16, 24, 0, -2, -4, -6, -8, -12, -16, -24],
-                         dtype=np.int64)
+_BLOCK = RESIDUAL24_MXFP4.positions                     # positions per block
+_KEPT = RESIDUAL24_MXFP4.kept                           # kept elements per block
+_GROUP = 1 << RESIDUAL24_MXFP4.fields["pos"].width      # positions per micro-group
+_PER = _KEPT * _GROUP // _BLOCK                         # kept per micro-group
 
 
 def _fields_of(residual):
@@ -111,14 +105,14 @@ def pack_24_mxfp4(residual):
         When a micro-group holds more than two nonzero codes (not a 2:4 residual).
     """
     elem, scale = _fields_of(residual)
-    groups = elem.reshape(*elem.shape[:-1], _BLOCK // 4, 4)
+    groups = elem.reshape(*elem.shape[:-1], _BLOCK // _GROUP, _GROUP)
     nonzero = groups != 0
-    if (nonzero.sum(axis=-1) > 2).any():
-        raise ValueError("a micro-group of 4 positions holds more than 2 nonzero codes; "
-                         "pack only a 2:4-sparsified residual (resq(..., '2:4').residual)")
-    # nonzero codes first, then the lowest positions; the two picks written ascending
-    key = np.where(nonzero, 0, 4) + np.arange(4, dtype=np.int64)
-    pick = np.sort(np.argsort(key, axis=-1, kind="stable")[..., :2], axis=-1)
+    if (nonzero.sum(axis=-1) > _PER).any():
+        raise ValueError(f"a micro-group of {_GROUP} positions holds more than {_PER} nonzero "
+                         "codes; pack only a 2:4-sparsified residual (resq(..., '2:4').residual)")
+    # nonzero codes first, then the lowest positions; the picks written ascending
+    key = np.where(nonzero, 0, _GROUP) + np.arange(_GROUP, dtype=np.int64)
+    pick = np.sort(np.argsort(key, axis=-1, kind="stable")[..., :_PER], axis=-1)
     kept = np.take_along_axis(groups, pick, axis=-1)
     return {
         "elem": kept.reshape(*elem.shape[:-1], _KEPT).astype(np.uint8),
@@ -139,13 +133,14 @@ def _packed_fields(fields):
         raise ValueError(f"packed MXFP4 2:4 residual fields must be elem and pos (*lead, nb, "
                          f"16) and scale (*lead, nb), not {elem.shape}, {pos.shape}, "
                          f"{scale.shape}")
-    if (elem > 15).any() or (pos > 3).any():
-        raise ValueError("elem codes must be 0..15 and positions 0..3")
+    if (elem >> RESIDUAL24_MXFP4.fields["elem"].width).any() or (pos >= _GROUP).any():
+        raise ValueError(f"elem codes must be 0..{(1 << RESIDUAL24_MXFP4.fields['elem'].width) - 1}"
+                         f" and positions 0..{_GROUP - 1}")
     return elem, pos, scale
 
 
 def _positions(pos):
-    return 4 * (np.arange(_KEPT) // 2) + pos.astype(np.int64)
+    return _GROUP * (np.arange(_KEPT) // _PER) + pos.astype(np.int64)
 
 
 def unpack_24_mxfp4(fields):
@@ -156,8 +151,8 @@ def unpack_24_mxfp4(fields):
     """
     elem, pos, scale = _packed_fields(fields)
     where = _positions(pos)
-    pairs = where.reshape(*where.shape[:-1], _KEPT // 2, 2)
-    if (pairs[..., 0] == pairs[..., 1]).any():
+    pairs = np.sort(where.reshape(*where.shape[:-1], _KEPT // _PER, _PER), axis=-1)
+    if (np.diff(pairs, axis=-1) == 0).any():
         raise ValueError("two kept elements share a position; unpack_24_mxfp4 cannot merge "
                          "them into one code (decode_24_mxfp4 gives their summed values)")
     out = np.zeros((*elem.shape[:-1], _BLOCK), dtype=np.uint8)
@@ -172,28 +167,19 @@ def decode_24_mxfp4(fields):
     """
     elem, pos, scale = _packed_fields(fields)
     where = _positions(pos)
-    quarters = np.zeros((*elem.shape[:-1], _BLOCK), dtype=np.int64)
+    values = np.zeros((*elem.shape[:-1], _BLOCK), dtype=np.float64)
     lead = np.indices(elem.shape[:-1])
     idx = tuple(np.broadcast_to(ix[..., None], elem.shape) for ix in lead) + (where,)
-    np.add.at(quarters, idx, E2M1_QUARTERS[elem])
-    values = quarters.astype(np.float64) / 4 * np.ldexp(1.0, scale.astype(np.int64) - 127)[
-        ..., None]
-    values[scale == 0xFF] = np.nan
-    return values
+    np.add.at(values, idx, E2M1_VALUES[elem])        # sums of halves: exact
+    return values * E8M0_VALUES[scale][..., None]
 
 
 def residual24_mxfp4_to_bytes(fields):
     """Serialize packed residual fields: 13 bytes per block, blocks in C order, little-endian."""
     elem, pos, scale = _packed_fields(fields)
-    e = elem.reshape(-1, _KEPT)
-    p = pos.reshape(-1, _KEPT)
-    raw = np.concatenate([
-        (e[:, 0::2] | (e[:, 1::2] << 4)).astype(np.uint8),
-        (p[:, 0::4] | (p[:, 1::4] << 2) | (p[:, 2::4] << 4) | (p[:, 3::4] << 6)).astype(
-            np.uint8),
-        scale.reshape(-1, 1),
-    ], axis=1)
-    return raw.tobytes()
+    flat = {"elem": elem.reshape(-1, _KEPT), "pos": pos.reshape(-1, _KEPT),
+            "scale": scale.reshape(-1)}
+    return packing.pack(RESIDUAL24_MXFP4, flat).tobytes()
 
 
 def residual24_mxfp4_from_bytes(data, blocks_shape):
@@ -208,14 +194,8 @@ def residual24_mxfp4_from_bytes(data, blocks_shape):
         raise ValueError(f"packed MXFP4 2:4 residual of {count} blocks takes {need} bytes "
                          f"({RESIDUAL24_MXFP4_BLOCK_BYTES} per block), got {len(data)}")
     raw = np.frombuffer(bytes(data), dtype=np.uint8).reshape(count, RESIDUAL24_MXFP4_BLOCK_BYTES)
-    nib = np.empty((count, 16), dtype=np.uint8)
-    nib[:, 0::2] = raw[:, :8] & 0xF
-    nib[:, 1::2] = raw[:, :8] >> 4
-    pos = np.empty((count, 16), dtype=np.uint8)
-    for k in range(4):
-        pos[:, k::4] = (raw[:, 8:12] >> (2 * k)) & 3
-    return {"elem": nib.reshape(*blocks_shape, _KEPT), "pos": pos.reshape(*blocks_shape, _KEPT),
-            "scale": raw[:, 12].copy().reshape(blocks_shape)}
+    f = packing.unpack(RESIDUAL24_MXFP4, raw)
+    return {k: v.reshape(blocks_shape + v.shape[1:]) for k, v in f.items()}
 
 
 def pack_step_r24_mxfp4(step):
@@ -228,58 +208,13 @@ def unpack_step_r24_mxfp4(value):
     return {k: v[0] for k, v in unpack_steps_r24([value]).items()}
 
 
-def r24_step_terms(r, w):
-    """Exact residual terms of MXFP4 steps: two per step (residual blocks 0 and 1).
-
-    Parameters
-    ----------
-    r : dict
-        Packed 2:4 residual step fields ``elem``/``pos`` (S, 2, 16), ``scale`` (S, 2).
-    w : dict
-        The weight operand's MXFP4 step fields ``elem`` (S, 2, 32), ``scale`` (S, 2).
-
-    Returns
-    -------
-    P, E : ndarray[int64], shape (S, 2)
-        Residual block b contributes ``P[:, b] * 2.0**E[:, b]`` exactly: ``P`` is 4 times the
-        sum of ``r_j * w_pos(j)`` (|P| <= 2304), ``E = rs_b + sw_b - 256``.
-    nan : ndarray[bool], shape (S,)
-        A residual scale is the NaN code 255 (the weight's NaN scales are the main terms').
-    """
-    re, rp, rs = _packed_fields(r)
-    we = np.asarray(w["elem"]).astype(np.int64)
-    sw = np.asarray(w["scale"]).astype(np.int64)
-    if re.ndim != 3 or re.shape[1:] != (2, _KEPT) or we.shape != (re.shape[0], 2, _BLOCK) \
-            or sw.shape != rs.shape:
-        raise ValueError("residual step fields must be elem/pos (S, 2, 16) and scale (S, 2), "
-                         "with weight fields elem (S, 2, 32) and scale (S, 2)")
-    wsel = np.take_along_axis(we, _positions(rp), axis=-1)
-    # E2M1_QUARTERS products are in units of 1/16 and always multiples of 4
-    P = (E2M1_QUARTERS[re.astype(np.int64)] * E2M1_QUARTERS[wsel & 15]).sum(axis=-1) // 4
-    rs = rs.astype(np.int64)
-    return P, rs + sw - 256, (rs == 255).any(axis=1)
-
-
-def random_r24_steps(n, rng, *, nan_prob=0.01, scales="uniform"):
-    """Random packed residual step fields (any positions, duplicates included) for tests."""
-    if scales == "uniform":
-        s = rng.integers(0, 255, size=(n, 2))
-    else:
-        s = np.clip(127 + rng.integers(-3, 4, size=(n, 2)), 0, 254)
-    s = np.where(rng.random((n, 2)) < nan_prob, 255, s)
-    return {"elem": rng.integers(0, 16, (n, 2, _KEPT), dtype=np.uint8),
-            "pos": rng.integers(0, 4, (n, 2, _KEPT), dtype=np.uint8),
-            "scale": s.astype(np.uint8)}
-
-
 def pack_steps_r24(fields):
     """Residual step fields with a leading step dimension -> list of 208-bit Python ints."""
     elem, pos, scale = _packed_fields(fields)
-    if scale.ndim != 2 or scale.shape[1] != 2:
-        raise ValueError(f"residual step fields need scale shape (S, 2), not {scale.shape}")
-    data = residual24_mxfp4_to_bytes({"elem": elem, "pos": pos, "scale": scale})
-    n = 2 * RESIDUAL24_MXFP4_BLOCK_BYTES
-    return [int.from_bytes(data[i:i + n], "little") for i in range(0, len(data), n)]
+    if scale.shape[1:] != _STEP.shape("scale"):
+        raise ValueError(f"residual step fields need scale shape (S, {_STEP.blocks}), "
+                         f"not {scale.shape}")
+    return packing.pack_ints(_STEP, {"elem": elem, "pos": pos, "scale": scale})
 
 
 def unpack_steps_r24(words):
@@ -288,5 +223,4 @@ def unpack_steps_r24(words):
     if any(not 0 <= x < 1 << RESIDUAL24_MXFP4_STEP_BITS for x in words):
         raise ValueError(f"a packed MXFP4 2:4 residual step has {RESIDUAL24_MXFP4_STEP_BITS} "
                          "bits")
-    data = b"".join(x.to_bytes(2 * RESIDUAL24_MXFP4_BLOCK_BYTES, "little") for x in words)
-    return residual24_mxfp4_from_bytes(data, (len(words), 2))
+    return packing.unpack_ints(_STEP, words)

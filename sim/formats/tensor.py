@@ -10,8 +10,9 @@ from . import hif4 as _hif4
 from . import hif8 as _hif8
 from . import mxfp4 as _mxfp4
 from . import nvfp4 as _nvfp4
+from . import packing
 from .codecs import round_to_dtype
-from .table import FORMATS
+from hif4spec.formats import FORMATS
 
 __all__ = [
     "QuantizedTensor",
@@ -19,8 +20,6 @@ __all__ = [
     "fake_quantize",
     "dequantize",
     "from_bytes",
-    "pack_layout",
-    "unpack_layout",
     "SUPPORTED_DTYPES",
 ]
 
@@ -175,7 +174,7 @@ class QuantizedTensor:
 
     @property
     def spec(self):
-        """The :class:`~sim.formats.table.FormatSpec` of the format."""
+        """The :class:`~hif4spec.formats.FormatSpec` of the format."""
         return FORMATS[self.fmt]
 
     @property
@@ -209,13 +208,12 @@ class QuantizedTensor:
     def to_bytes(self):
         """Serialize in the spec's packed layout (section 1, "Packed tensors as bytes")."""
         spec = self.spec
-        if self.fmt == "hif8":
-            return np.ascontiguousarray(self.fields["code"], dtype=np.uint8).tobytes()
-        if self.fmt == "bf16":
-            return np.ascontiguousarray(self.fields["code"]).astype("<u2").tobytes()
-        flat = {k: v.reshape((-1,) + v.shape[len(self.lead) + 1:])
-                for k, v in self.fields.items() if k != "tensor_scale"}
-        body = pack_layout(flat, spec.layout, spec.block_bits).tobytes()
+        if self.fmt in _ELEMENT_MODULES:        # one block per element, in C order
+            flat = {k: np.reshape(v, (-1,)) for k, v in self.fields.items()}
+        else:
+            flat = {k: v.reshape((-1,) + v.shape[len(self.lead) + 1:])
+                    for k, v in self.fields.items() if k != "tensor_scale"}
+        body = packing.pack(spec, flat).tobytes()
         if self.fmt == "nvfp4":
             t = np.asarray(self.fields["tensor_scale"], dtype="<f4").reshape(())
             return t.tobytes() + body
@@ -237,37 +235,6 @@ class QuantizedTensor:
         opts = f", options={self.options}" if self.options else ""
         return (f"QuantizedTensor(fmt={self.fmt!r}, shape={self.shape}, axis={self.axis}, "
                 f"dtype={self.dtype.name}{opts})")
-
-
-def pack_layout(fields, layout, block_bits):
-    """Pack per-block fields into bytes: returns uint8 (G, ceil(block_bits / 8)).
-
-    ``fields`` maps names of ``layout`` (a tuple of :class:`~sim.formats.table.FieldLayout`)
-    to integer arrays of shape (G, count) (or (G,) for count 1). Little-endian bit order.
-    """
-    first = next(iter(fields.values()))
-    g = first.shape[0]
-    bits = np.zeros((g, ceil(block_bits / 8) * 8), dtype=np.uint8)
-    for f in layout:
-        v = np.asarray(fields[f.name]).reshape(g, f.count).astype(np.uint64)
-        shifts = np.arange(f.width, dtype=np.uint64)
-        b = ((v[:, :, None] >> shifts) & np.uint64(1)).astype(np.uint8)
-        bits[:, f.offset:f.end] = b.reshape(g, f.bits)
-    return np.packbits(bits, axis=-1, bitorder="little")
-
-
-def unpack_layout(data, layout, block_bits, dtype=np.uint8):
-    """Inverse of :func:`pack_layout`: uint8 (G, nbytes) -> dict of (G, count) arrays
-    (count-1 fields as (G,))."""
-    data = np.asarray(data, dtype=np.uint8)
-    bits = np.unpackbits(data, axis=-1, bitorder="little")
-    g = data.shape[0]
-    out = {}
-    for f in layout:
-        b = bits[:, f.offset:f.end].reshape(g, f.count, f.width).astype(np.uint64)
-        v = (b << np.arange(f.width, dtype=np.uint64)).sum(axis=-1).astype(dtype)
-        out[f.name] = v[:, 0] if f.count == 1 else v
-    return out
 
 
 def quantize(x, fmt, axis=-1, **options):
@@ -353,11 +320,9 @@ def from_bytes(data, fmt, shape, axis=-1, dtype=np.float32, **options):
         if data.size != size:
             raise ValueError(f"{fmt} bytes for shape {shape} must be {size} bytes long, "
                              f"not {data.size}")
-        if fmt == "hif8":
-            code = data.copy().reshape(shape)
-        else:
-            code = data.view("<u2").astype(np.uint16).reshape(shape)
-        return QuantizedTensor(fmt, shape, axis, dtype, {"code": code}, options)
+        fields = packing.unpack(spec, data.reshape(count, spec.block_bytes))
+        fields = {k: v.reshape(shape) for k, v in fields.items()}
+        return QuantizedTensor(fmt, shape, axis, dtype, fields, options)
     lead = shape[:axis] + shape[axis + 1:]
     nb = ceil(shape[axis] / spec.block)
     g = prod(lead) * nb
@@ -367,8 +332,7 @@ def from_bytes(data, fmt, shape, axis=-1, dtype=np.float32, **options):
         raise ValueError(f"{fmt} bytes for shape {shape} along axis {axis} must be {size} "
                          f"bytes long ({g} blocks of {spec.block_bytes}"
                          f"{' after a 4-byte T' if header else ''}), not {data.size}")
-    fields = unpack_layout(data[header:].reshape(g, spec.block_bytes), spec.layout,
-                           spec.block_bits)
+    fields = packing.unpack(spec, data[header:].reshape(g, spec.block_bytes))
     fields = {k: v.reshape(lead + (nb,) + v.shape[1:]) for k, v in fields.items()}
     if fmt == "nvfp4":
         fields["tensor_scale"] = data[:4].view("<f4").astype(np.float32).reshape(())

@@ -1,38 +1,41 @@
-"""Named adversarial step streams for the dot-product units (spec section 7).
+"""Hand-checked named streams: adversarial corners with expected words derived by hand.
 
-:func:`named_streams` returns short hand-built streams that hit the corners of the
-accumulator: exact cancellation to +0, signed zeros, ties to even at normal and subnormal
+:func:`checked_cases` returns short streams that hit the corners of the accumulator (spec
+section 7): exact cancellation to +0, signed zeros, ties to even at normal and subnormal
 rounding points, overflow to +-Inf and staying there, NaN scales poisoning until the next
 ``first``, main and residual scales 60+ binades apart, two kept 2:4 elements on one position,
-UE4M3 bit 7. Each stream carries hand-derived expected words at some steps (``expect``); the
-tests check them against :func:`sim.dot.run_steps` and an independent Fraction reference, and
-the RTL benches can replay the streams as they are. Random streams: :func:`sim.dot.random_steps`.
+UE4M3 bit 7. Each stream carries the FP32 words derived by hand at some steps (``expect``;
+every step is a ``last`` step). The golden model's tests check them against
+``sim.dot.run_steps`` and an independent Fraction reference, and the RTL benches run them
+as part of :func:`sim.stimulus.named_cases`, where ``sim.stimulus.expected_words`` checks
+the golden words against them before the RTL is checked against the golden words.
 """
 
 import numpy as np
 
-from .dot import RESIDUALS
+from hif4spec import ELEMENT_TYPES, operand_layout, step_layout
 
-__all__ = ["named_streams", "e6m2_code"]
+from .streams import fields, layouts, scale_code, stream
+
+__all__ = ["checked_cases", "e6m2_code"]
 
 PZERO, NZERO, PINF, NINF, NAN = 0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000
 MAXF = 0x7F7FFFFF
 
 
 def e6m2_code(e, m=0):
-    """E6M2 code of 2**e * (1 + m/4), e in -48..15."""
-    if not -48 <= e <= 15 or m not in (0, 1, 2, 3):
+    """E6M2 code of 2**e * (1 + m/4) (``ValueError`` unless that is a finite E6M2 value)."""
+    t = ELEMENT_TYPES["E6M2"]
+    code = ((e + t.bias) << t.man_bits) | m
+    if not (0 <= e + t.bias < 1 << t.exp_bits and 0 <= m < 1 << t.man_bits) \
+            or code in t.nan_codes:
         raise ValueError(f"2**{e} * (1 + {m}/4) is not an E6M2 value")
-    return ((e + 48) << 2) | m
+    return code
 
 
 def _hif4(n, elems=(), scale=None):
     """n HiF4 steps; elems = [(step, index, code)]; scale: code or per-step list."""
-    f = {"elem": np.zeros((n, 64), np.uint8), "l3": np.zeros((n, 16), np.uint8),
-         "l2": np.zeros((n, 8), np.uint8),
-         "scale": np.full(n, e6m2_code(0), np.uint8)}
-    if scale is not None:
-        f["scale"][:] = scale
+    f = fields(operand_layout("hif4"), n, scale=e6m2_code(0) if scale is None else scale)
     for s, i, c in elems:
         f["elem"][s, i] = c
     return f
@@ -41,12 +44,8 @@ def _hif4(n, elems=(), scale=None):
 def _r24(n, elems=(), scale=None):
     """n packed 2:4 residual steps; elems = [(step, kept j, code, pos)]; positions default to
     the ascending pair (0, 1) of every micro-group."""
-    f = {"elem": np.zeros((n, 32), np.uint8),
-         "pos": np.tile(np.array([0, 1], np.uint8), (n, 16)),
-         "l3": np.zeros((n, 16), np.uint8), "l2": np.zeros((n, 8), np.uint8),
-         "scale": np.full(n, e6m2_code(-48), np.uint8)}
-    if scale is not None:
-        f["scale"][:] = scale
+    f = fields(step_layout("hif4-2:4"), n, pos=[0, 1] * 16,
+               scale=e6m2_code(-48) if scale is None else scale)
     for s, j, c, p in elems:
         f["elem"][s, j] = c
         f["pos"][s, j] = p
@@ -55,11 +54,7 @@ def _r24(n, elems=(), scale=None):
 
 def _blocks(fmt, n, elems=(), scales=None):
     """n MXFP4 / NVFP4 steps; elems = [(step, block, index, code)]; scales (n, blocks)."""
-    nb = {"mxfp4": 2, "nvfp4": 4}[fmt]
-    one = 127 if fmt == "mxfp4" else 0x38
-    f = {"elem": np.zeros((n, nb, 64 // nb), np.uint8), "scale": np.full((n, nb), one, np.uint8)}
-    if scales is not None:
-        f["scale"][:] = scales
+    f = fields(operand_layout(fmt), n, scale=scale_code(fmt, "one") if scales is None else scales)
     for s, b, i, c in elems:
         f["elem"][s, b, i] = c
     return f
@@ -67,8 +62,7 @@ def _blocks(fmt, n, elems=(), scales=None):
 
 def _stream(name, a, w, first, r=None, expect=()):
     first = np.asarray(first, bool)
-    return {"name": name, "a": a, "w": w, "r": r, "first": first,
-            "last": np.ones_like(first), "expect": dict(expect)}
+    return name, stream(a, w, r, first, np.ones_like(first), dict(expect))
 
 
 def _zero_residual(fmt, residual, n):
@@ -113,7 +107,7 @@ def _hif4_streams(residual):
     out.append(_stream("nan_scale_poisons_until_first", a, w, [1, 0, 0, 1, 1],
                        expect={0: 0x3F800000, 1: NAN, 2: NAN, 3: NAN, 4: 0x3F800000}))
     n0 = len(out)
-    for s in out[:n0]:
+    for _, s in out[:n0]:
         s["r"] = _zero_residual("hif4", residual, len(s["first"]))
     if residual == "none":
         return out
@@ -207,7 +201,7 @@ def _mxfp4_streams(residual):
     w = _blocks("mxfp4", 2, [(s, b, i, 5) for s in range(2) for b in range(2)
                              for i in range(31)], scales=(60, 62))
     out.append(_stream("subnormal_sums", a, w, [1, 0]))
-    for s in out:
+    for _, s in out:
         s["r"] = _zero_residual("mxfp4", residual, len(s["first"])) \
             if residual == "dense" else None
     if residual == "dense":
@@ -254,21 +248,16 @@ def _nvfp4_streams():
     return out
 
 
-def named_streams(fmt, residual="none"):
-    """Named adversarial streams for a unit of ``fmt`` with ``residual``.
+def checked_cases(unit, residual="none"):
+    """``[(name, stream), ...]``: the hand-checked streams of ``unit`` with ``residual``.
 
-    Returns
-    -------
-    list of dict
-        Each with ``name``, ``a``, ``w``, ``r`` (None without residual), ``first``, ``last``
-        (all True: every step is emitted) and ``expect`` ({step: FP32 word} derived by hand).
+    Every stream has ``last`` set on every step and ``expect`` ({step: FP32 word}) where the
+    word was derived by hand. MXFP4 with the 2:4 residual has none here (its named checks
+    are in ``tests/test_hwgen_mxfp4_r24_golden.py``).
     """
-    if fmt not in RESIDUALS or residual not in RESIDUALS[fmt]:
-        raise ValueError(f"no {fmt} unit with residual {residual!r}")
-    if fmt == "hif4":
+    layouts(unit, residual)
+    if unit == "hif4":
         return _hif4_streams(residual)
-    if fmt == "mxfp4":
-        if residual == "2:4":
-            raise ValueError("named MXFP4 2:4 streams live with sim.formats.resq_mxfp4")
-        return _mxfp4_streams(residual)
+    if unit == "mxfp4":
+        return [] if residual == "2:4" else _mxfp4_streams(residual)
     return _nvfp4_streams()

@@ -1,0 +1,78 @@
+"""Unit payload words and the golden words a unit emits for a stream.
+
+The input payload of a unit (``i__payload``) holds the packed steps ``a``, ``w`` and ``r``
+(when the unit has a residual) and the ``first`` and ``last`` bits, at the offsets its
+manifest lists (``manifest["payload"]``, written by the generator); without a manifest, at
+the offsets ``hif4spec.payload_fields`` implies (fields packed low first, no gaps). Each
+step field sits at the bit positions of its ``hif4spec`` step layout.
+"""
+
+import numpy as np
+
+from hif4spec import payload_fields
+
+from sim import dot
+
+from .streams import layouts
+
+__all__ = ["payload_offsets", "pack_payloads", "expected_words"]
+
+
+def payload_offsets(unit, residual):
+    """``{field: {"offset", "width"}}`` of the payload from ``hif4spec.payload_fields``."""
+    out, offset = {}, 0
+    for name, bits in payload_fields(unit, residual):
+        out[name] = {"offset": offset, "width": bits}
+        offset += bits
+    return out
+
+
+def pack_payloads(manifest, unit, residual, s):
+    """Packed ``i__payload`` words of stream ``s`` as uint8 (S, bytes), little-endian.
+
+    ``manifest`` is the unit's manifest dict (its ``payload`` offsets are used), or None for
+    :func:`payload_offsets`. ``ValueError`` if a manifest field's width is not the width of
+    the step layout, or a field holds a value wider than its items.
+    """
+    fields = payload_offsets(unit, residual) if manifest is None else manifest["payload"]
+    op, res = layouts(unit, residual)
+    width = max(f["offset"] + f["width"] for f in fields.values())
+    n = len(s["first"])
+    bits = np.zeros((n, width), dtype=np.uint8)
+    operands = [("a", op), ("w", op)] + ([("r", res)] if res is not None else [])
+    for name, layout in operands:
+        if fields[name]["width"] != layout.bits:
+            raise ValueError(f"payload field {name!r} has {fields[name]['width']} bits, but a "
+                             f"{layout.name} step has {layout.bits}")
+        base = fields[name]["offset"]
+        for field in layout.fields:
+            w = layout.width(field)
+            v = np.asarray(s[name][field]).reshape(n, -1).astype(np.int64)
+            if v.size and (v.min() < 0 or v.max() >= 1 << w):
+                raise ValueError(f"{name} field {field!r} holds values outside "
+                                 f"0..{(1 << w) - 1}")
+            where = base + np.add.outer(layout.positions(field), np.arange(w))
+            bits[:, where] = (v[:, :, None] >> np.arange(w)) & 1
+    for name in ("first", "last"):
+        bits[:, fields[name]["offset"]] = np.asarray(s[name], dtype=bool)
+    return np.packbits(bits, axis=1, bitorder="little")
+
+
+def expected_words(unit, residual, s):
+    """``(words, steps)``: the golden words the unit emits (at the ``last`` steps) and their
+    step indices.
+
+    Where the stream carries hand-derived words (``s["expect"]``) the golden model must give
+    them (``AssertionError`` naming the step otherwise), so an RTL checked against these
+    words matches both.
+    """
+    acc = dot.run_steps(unit, s["a"], s["w"], s["first"], s["last"], r=s["r"],
+                        residual=residual)
+    for k, word in s.get("expect", {}).items():
+        if not s["last"][k]:
+            raise ValueError(f"hand-derived word at step {k}, which is not a last step")
+        if int(acc[k]) != word:
+            raise AssertionError(f"the golden model gives {int(acc[k]):#010x} at step {k}, "
+                                 f"the hand-derived word is {word:#010x}")
+    steps = np.flatnonzero(s["last"])
+    return acc[steps], steps
