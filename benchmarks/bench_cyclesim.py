@@ -26,26 +26,26 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from hif4spec import LANES, RESIDUAL_MODES, UNITS  # noqa: E402
+
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--unit", default="hif4", choices=("hif4", "mxfp4", "nvfp4"))
+    ap.add_argument("--unit", default="hif4", choices=tuple(UNITS))
     ap.add_argument("--steps", type=int, default=3000, help="steps through cocotb")
-    ap.add_argument("--lanes", type=int, default=64)
-    ap.add_argument("--residual", default="none", choices=("none", "2:4", "dense"))
+    ap.add_argument("--lanes", type=int, default=64, choices=LANES)
+    ap.add_argument("--residual", default="none", choices=RESIDUAL_MODES)
     ap.add_argument("--stages", type=int, default=None)
     ap.add_argument("--gemm", default="256x4096x256", help="GEMM MxKxN of workload 2")
     args = ap.parse_args(argv)
 
-    from hwgen.units import UNITS, module_name
+    from hif4spec import module_name, resolve
     from sim.bench import runner as bench_runner
-    from sim.bench.stimulus import pack_payloads, random_stream
+    from sim.stimulus import pack_payloads, random_stream
     from sim.cost import rtlcheck
     from sim.cyclesim import Stimulus, UnitTiming, simulate_gemm
 
-    params = dict(UNITS[args.unit].defaults, lanes=args.lanes, residual=args.residual)
-    if args.stages is not None:
-        params["stages"] = args.stages
+    params = resolve(args.unit, args.residual, args.stages, args.lanes)
     module = module_name(args.unit, params["residual"], params["stages"], params["lanes"])
     verilog, manifest = bench_runner.generate_cached(args.unit, params,
                                                      rtlcheck.BUILD_ROOT / "rtl" / module)

@@ -86,6 +86,7 @@ def calibrate_accumulator(families):
     from amaranth.back import verilog
 
     from hwgen.accum import Accumulator, TermSpec
+    from hwgen.parts import entries
 
     terms = [TermSpec("t0", 24, 8, 110)]
     acc = Accumulator(terms)
@@ -93,11 +94,10 @@ def calibrate_accumulator(families):
     res = synth.synthesize_text(text, "calib_acc", hierarchical=True)
     measured = {"accum.align": res.modules["calib_acc.add.align"]["nand2"],
                 "accum.round": res.modules["calib_acc.add.round"]["nand2"]}
-    desc = {"window_bits": acc.spec.window,
-            "terms": [{"sig_bits": 24, "exp_bits": 8, "exp_max": 255, "bias": 110}]}
     coeffs = {"families": families}
     blocks = {}
-    for comp in area_model.accumulator_inventory(desc):
+    structure = {"unit": "calib_acc", "structure": entries("accum", acc.parts())}
+    for comp in area_model.unit_inventory(structure):
         blocks[comp.block] = blocks.get(comp.block, 0.0) + comp.cost(coeffs)
     out = {}
     for name, value in measured.items():

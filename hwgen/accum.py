@@ -28,12 +28,7 @@ Components (one per datapath stage):
 * :class:`Round` — window sum -> FP32 word (LZC, normalise, RNE, overflow; combinational).
 * :class:`ExactAdd` — ``Align`` + ``Round`` + NaN / Inf / ``first`` handling.
 * :class:`Accumulator` — the stream stage holding the accumulator register (kind
-  ``"accumulator"``).
-
-Accumulator timing (exact): ``i.ready = ~o.valid | o.ready``. On a rising edge with
-``i.valid & i.ready`` the accumulator register takes the new value and ``o.valid`` becomes
-``i.payload.last``; otherwise, if ``o.ready``, ``o.valid`` becomes 0. ``o.payload`` is the
-accumulator register (held while ``o.valid & ~o.ready`` because no step is accepted then).
+  ``"accumulator"``; its timing is stated in :mod:`hwgen.stream`).
 """
 
 import math
@@ -42,6 +37,8 @@ from dataclasses import dataclass
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
+
+from .parts import Part, probe, within
 
 __all__ = ["TermSpec", "AccumSpec", "Align", "Round", "ExactAdd", "Accumulator",
            "accum_layout", "NAN_WORD"]
@@ -125,6 +122,7 @@ class AccumSpec:
         self.window = top - self.lsb + carries + 1
 
     def describe(self):
+        """The terms and window geometry, as the manifest's ``acc`` stage records them."""
         return {"terms": [{"name": t.name, "sig_bits": t.sig_bits, "exp_bits": t.exp_bits,
                            "bias": t.bias, "exp_max": t.top_exp} for t in self.terms],
                 "window_bits": self.window, "window_lsb_exp": self.lsb}
@@ -195,6 +193,17 @@ class Align(wiring.Component):
         m.d.comb += self.sum.eq(sum(items))
         return m
 
+    def parts(self):
+        """The accumulator significand's shift into the window (by ``max(ef, 1) - 1``,
+        0..253) and its exponent decrement, its conditional negation, the window-wide sum,
+        then one alignment shifter per term with a variable exponent (:mod:`hwgen.parts`)."""
+        w, terms = self._spec.window, self._spec.terms
+        out = [Part("wshl", (24, 254, w)), Part("add", (8,)), Part("neg", (w,)),
+               Part("addn", (len(terms) + 1, w))]
+        out += [Part("wshl", (t.sig_bits, t.top_exp + 1, w), term=t.name)
+                for t in terms if t.top_exp > 0]
+        return out
+
 
 class Round(wiring.Component):
     """Round an exact window value to an FP32 word: RNE, subnormals, overflow to +-Inf.
@@ -246,6 +255,14 @@ class Round(wiring.Component):
             m.d.comb += self.word.eq(Cat(frac, exp[:8], sign))
         return m
 
+    def parts(self):
+        """Absolute value, leading-zero count and normalising shift, the 25-bit RNE
+        increment, the two 12-bit exponent adds and the word's three 32-bit choices
+        (:mod:`hwgen.parts`)."""
+        w = self._spec.window
+        return [Part("neg", (w,)), Part("norm", (w,)), Part("add", (25,)),
+                Part("add", (12,), 2), Part("mux", (2, 32), 3)]
+
 
 class ExactAdd(wiring.Component):
     """One accumulation: ``RNE_FP32(acc + sum(terms))`` with the spec's special cases.
@@ -281,6 +298,13 @@ class ExactAdd(wiring.Component):
             m.d.comb += self.word.eq(rnd.word)
         return m
 
+    def parts(self):
+        """:class:`Align` (sub-block ``align``), :class:`Round` (``round``) and the special
+        cases (``special``: two 8-bit compares, two 32-bit choices) (:mod:`hwgen.parts`)."""
+        return (within("align", probe(Align(self._spec)).parts())
+                + within("round", probe(Round(self._spec)).parts())
+                + within("special", [Part("cmp", (8,), 2), Part("mux", (2, 32), 2)]))
+
 
 class Accumulator(wiring.Component):
     """Stream stage holding the FP32 accumulator; emits it after a ``last`` step.
@@ -297,7 +321,7 @@ class Accumulator(wiring.Component):
     o : Out(stream.Signature(32))
         The accumulator word after a ``last`` step; ``o.valid`` is a flop.
 
-    Timing: see the module docstring (kind ``"accumulator"``, one cycle).
+    Timing: :mod:`hwgen.stream` (kind ``"accumulator"``, one cycle).
     """
 
     kind = "accumulator"
@@ -324,5 +348,7 @@ class Accumulator(wiring.Component):
             m.d.sync += self.o.valid.eq(0)
         return m
 
-    def describe(self):
-        return {"kind": self.kind, **self._spec.describe()}
+    def parts(self):
+        """:class:`ExactAdd`'s parts and the accumulator register with ``o.valid`` (sub-block
+        ``reg``) (:mod:`hwgen.parts`)."""
+        return probe(ExactAdd(self._spec)).parts() + within("reg", [Part("reg", (33,))])

@@ -17,9 +17,8 @@ Datapath, one component per stage (each step = one 64-element HiF4 block of ``a`
    ``sig * 2**(Ea + Ew - 104)``.
 4. ``hwgen.accum.Accumulator`` — one alignment, one exact add, one RNE rounding per step.
 
-Pipeline registers (``stages``): the accumulator register is always there; ``stages >= 2``
-adds a register before the accumulator (on the terms), ``>= 3`` one after the block sums,
-``4`` one on the input payload.
+Pipeline registers (``stages``) are placed as :class:`hwgen.unit.DotUnit` says (the one
+after the front end, on the block sums, is ``sums_reg``); timing: :mod:`hwgen.stream`.
 
 Ranges: a nonzero HiF4 step value has magnitude in [2**-100, 2**44) (main term at most
 64 * 49 * 49152**2 < 2**43, the residual term less); so from the port the accumulator never
@@ -28,21 +27,22 @@ them anyway; ``tests/test_hwgen_accum.py`` covers them with wider terms). With a
 the two terms' scales can be up to 2**126 apart; the sum is still exact.
 """
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
-from amaranth.lib import data, stream, wiring
+from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, signed
+from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from .accum import AccumSpec, Accumulator, TermSpec, accum_layout
+from hif4spec import FORMATS
+
+from .accum import TermSpec
 from .layouts import HIF4_BLOCK, RES24_BLOCK, S1P2
-from .stream import Map, Register, Sequencer, chain
-from .unit import DotUnit, check_stages_lanes
+from .parts import Part, probe, times
+from .unit import DotUnit, adder_tree
 
 __all__ = ["S1P2", "HIF4_BLOCK", "RES24_BLOCK", "MicroGroupDot", "ResidualSelect",
            "BlockSlice", "ScalePair", "TermFormer", "HiF4DotUnit"]
 
-NAN_SCALE = 0xFF
+NAN_SCALE = FORMATS["hif4"].nan_scale_code      # E6M2 0xFF
 TERM_BIAS = 104         # (k/4)(k/4) -> 2**-4; E6M2 pair -> 2**(Ea + Ew - 100)
-RESIDUALS = ("none", "2:4", "dense")
 MAX_PRODUCT = 49        # 7 * 7
 
 
@@ -90,6 +90,13 @@ class MicroGroupDot(wiring.Component):
         m.d.comb += [group.eq(sum(products)), self.sum.eq(group << self.shift)]
         return m
 
+    def parts(self):
+        """``n`` 3x3-bit sign-magnitude products, their 7-bit sum, the 0..4 shift of the
+        group sum (:mod:`hwgen.parts`)."""
+        group_bits = (MAX_PRODUCT * self._n).bit_length() + 1
+        return [Part("smul", (3, 3), self._n), Part("tree", (self._n, 7)),
+                Part("shl", (group_bits, 5))]
+
 
 class ResidualSelect(wiring.Component):
     """The 4:1 selection of the weight element for each kept residual element.
@@ -114,6 +121,10 @@ class ResidualSelect(wiring.Component):
         for j in range(2):
             m.d.comb += self.sel[j].eq(self.w[self.pos[j]])
         return m
+
+    def parts(self):
+        """Two 4:1 selections of a 4-bit element (:mod:`hwgen.parts`)."""
+        return [Part("mux", (4, 4), 2)]
 
 
 class BlockSlice(wiring.Component):
@@ -193,18 +204,29 @@ class BlockSlice(wiring.Component):
                              rg.w.eq(self.w.as_value()[16 * j:16 * j + 16]),
                              rg.shift.eq(self._shift(m, self.r_l3, self.r_l2, j, f"rsh{j}"))]
                 res.append(rg.sum)
-        m.d.comb += self.main.eq(_tree_sum(main))
+        m.d.comb += self.main.eq(adder_tree(main))
         if res:
-            m.d.comb += self.res.eq(_tree_sum(res))
+            m.d.comb += self.res.eq(adder_tree(res))
         return m
 
-
-def _tree_sum(values):
-    """Balanced adder tree."""
-    while len(values) > 1:
-        values = [values[k] + values[k + 1] if k + 1 < len(values) else values[k]
-                  for k in range(0, len(values), 2)]
-    return values[0]
+    def parts(self):
+        """Per micro-group a :class:`MicroGroupDot` and the sum of its four micro-exponent
+        bits, then the adder tree of the group sums; the same for the residual, with a
+        :class:`ResidualSelect` per group for 2:4 (:mod:`hwgen.parts`)."""
+        groups = self._groups
+        shifts = [Part("tree", (4, 1), groups)]         # b_a + c_a + b_w + c_w per group
+        paths = [(probe(MicroGroupDot(4)), [])]
+        if self._residual == "2:4":
+            paths.append((probe(MicroGroupDot(2)),
+                          times(probe(ResidualSelect()).parts(), groups)))
+        elif self._residual == "dense":
+            paths.append((probe(MicroGroupDot(4)), []))
+        out = []
+        for group, select in paths:
+            out += select + times(group.parts(), groups) + shifts
+            if groups > 1:
+                out.append(Part("tree", (groups, group.sum_bits)))
+        return out
 
 
 class ScalePair(wiring.Component):
@@ -237,6 +259,11 @@ class ScalePair(wiring.Component):
         ]
         return m
 
+    def parts(self):
+        """The 3x3-bit significand product, the 6-bit exponent add, two NaN compares
+        (:mod:`hwgen.parts`)."""
+        return [Part("mul", (3, 3)), Part("add", (6,)), Part("cmp", (8,), 2)]
+
 
 class TermFormer(wiring.Component):
     """Block sum x scale significand product: the exact term significand.
@@ -263,67 +290,33 @@ class TermFormer(wiring.Component):
         m.d.comb += self.sig.eq(self.sum * self.mant)
         return m
 
-
-def _check_params(residual, stages, lanes):
-    if residual not in RESIDUALS:
-        raise ValueError(f"Residual must be one of 'none', '2:4', 'dense', not {residual!r}")
-    check_stages_lanes(stages, lanes)
+    def parts(self):
+        """One signed x unsigned multiply (:mod:`hwgen.parts`: ``smulx`` takes the unsigned
+        operand's width plus one)."""
+        return [Part("smulx", (self.sum.shape().width, self.mant.shape().width + 1))]
 
 
 class HiF4DotUnit(DotUnit):
     """HiF4 dot-product unit: one 64-element step per transfer into an FP32 accumulator.
 
-    Parameters (keyword-only)
-    -------------------------
-    residual : str
-        ``"none"``, ``"2:4"`` (packed 224-bit residual ``r``) or ``"dense"`` (288-bit ``r``).
-    stages : int
-        Pipeline registers on the path from ``i`` to ``o``, 1..4 (see the module docstring).
-    lanes : int
-        16, 32 or 64 element products per cycle; a step takes ``64 // lanes`` cycles.
-
-    Members
-    -------
-    i : In(stream.Signature(payload_layout))
-        Steps: ``a``, ``w`` (HiF4 blocks), ``r`` (if a residual), ``first``, ``last``.
-    o : Out(stream.Signature(32))
-        The FP32 accumulator word after each ``last`` step.
-
-    Timing (exact; also in the manifest)
-    ------------------------------------
-    With ``n = 64 // lanes``: the input accepts a step at most every ``n`` cycles. Without
-    the input register (``stages <= 3``), ``i.ready`` is high only in the last of the ``n``
-    cycles that a presented step spends in the sequencer, and only when the next stage can
-    take it; with ``stages == 4`` the input register takes the step (``i.ready = !valid |
-    next ready``) and the sequencer works on the register's copy. If the input transfer of a
-    ``last`` step happens in cycle ``c`` and the output is always ready, ``o.valid`` is high
-    in cycle ``c + latency`` where ``latency = stages`` for ``stages <= 3`` and
-    ``stages - 1 + n`` for ``stages == 4``; ``ii = n``. With ``o.ready`` low while
-    ``o.valid``, the accumulator takes no step and backpressure propagates through the
-    registers (each register: ``ready = !valid | next ready``).
+    Parameters and members as :class:`hwgen.unit.DotUnit`: ``a``, ``w`` are HiF4 blocks,
+    ``r`` a packed 224-bit 2:4 residual block (``"2:4"``) or a HiF4 block (``"dense"``).
+    The front end delivers block sums and scale products (``sums``); the ``terms`` stage
+    (:class:`TermFormer`) turns them into the accumulator's terms, and the register after
+    the front end is named ``sums_reg``. Timing: :mod:`hwgen.stream`.
     """
 
     unit = "hif4"
+    _front_reg = "sums_reg"
 
-    def __init__(self, *, residual="none", stages=3, lanes=64):
-        _check_params(residual, stages, lanes)
-        self._residual, self._stages, self._lanes = residual, stages, lanes
-        fields = {"a": HIF4_BLOCK, "w": HIF4_BLOCK}
-        if residual == "2:4":
-            fields["r"] = RES24_BLOCK
-        elif residual == "dense":
-            fields["r"] = HIF4_BLOCK
-        fields.update(first=1, last=1)
-        self._payload = data.StructLayout(fields)
+    def _terms(self):
         terms = [TermSpec("main", _sum_bits(64, 4) + 6, 7, TERM_BIAS, exp_max=126)]
-        if residual != "none":
-            res_bits = _sum_bits(32 if residual == "2:4" else 64, 4)
+        if self._residual != "none":
+            res_bits = _sum_bits(32 if self._residual == "2:4" else 64, 4)
             terms.append(TermSpec("res", res_bits + 6, 7, TERM_BIAS, exp_max=126))
-        self._term_specs = tuple(terms)
-        super().__init__({"i": In(stream.Signature(self._payload)),
-                          "o": Out(stream.Signature(32))})
+        return terms
 
-    def _sums_layout(self):
+    def _front_layout(self):
         fields = {"main_sum": signed(_sum_bits(64, 4)), "main_mant": 6, "main_exp": 7}
         if self._residual != "none":
             res_bits = _sum_bits(32 if self._residual == "2:4" else 64, 4)
@@ -331,82 +324,76 @@ class HiF4DotUnit(DotUnit):
         fields.update(nan=1, first=1, last=1)
         return data.StructLayout(fields)
 
-    def _plan(self):
-        """``[(name, description, factory)]`` of the stream stages, input to output."""
-        sums = self._sums_layout()
-        terms = accum_layout(self._term_specs)
-        n = self.ii
-        groups = self._lanes // 4
-        sum_fields = ["main_sum"] + (["res_sum"] if self._residual != "none" else [])
-        residual = self._residual
+    def _sum_fields(self):
+        return ["main_sum"] + (["res_sum"] if self._residual != "none" else [])
 
-        def front(m, p, index, out):
-            m.submodules.slice = sl = BlockSlice(groups=groups, residual=residual)
-            m.submodules.scale_main = sc = ScalePair()
-            elem_bits = 16 * groups
+    def _front(self, m, p, index, out):
+        groups, residual = self._lanes // 4, self._residual
+        m.submodules.slice = sl = BlockSlice(groups=groups, residual=residual)
+        m.submodules.scale_main = sc = ScalePair()
+        elem_bits = 16 * groups
 
-            def elems(block):
-                return block.as_value()[:256].word_select(index, elem_bits)
+        def elems(block):
+            return block.as_value()[:256].word_select(index, elem_bits)
 
-            def l3(block):
-                return block.l3.word_select(index, groups)
+        def l3(block):
+            return block.l3.word_select(index, groups)
 
-            def l2(block):
-                return block.l2.word_select(index, groups // 2)
+        def l2(block):
+            return block.l2.word_select(index, groups // 2)
 
-            m.d.comb += [sl.a.eq(elems(p.a)), sl.w.eq(elems(p.w)),
-                         sl.a_l3.eq(l3(p.a)), sl.w_l3.eq(l3(p.w)),
-                         sl.a_l2.eq(l2(p.a)), sl.w_l2.eq(l2(p.w)),
-                         sc.a.eq(p.a.scale), sc.w.eq(p.w.scale),
-                         out.main_mant.eq(sc.mant), out.main_exp.eq(sc.exp),
-                         out.first.eq(p.first), out.last.eq(p.last)]
-            parts = {"main_sum": sl.main}
-            nan = sc.nan
-            if residual != "none":
-                m.submodules.scale_res = sr = ScalePair()
-                m.d.comb += [sr.a.eq(p.r.scale), sr.w.eq(p.w.scale),
-                             out.res_mant.eq(sr.mant), out.res_exp.eq(sr.exp),
-                             sl.r_l3.eq(l3(p.r)), sl.r_l2.eq(l2(p.r))]
-                nan = nan | sr.nan
-                parts["res_sum"] = sl.res
-                if residual == "2:4":
-                    m.d.comb += [
-                        sl.r.eq(p.r.kept.as_value().word_select(index, 8 * groups)),
-                        sl.r_pos.eq(p.r.pos.as_value().word_select(index, 4 * groups))]
-                else:
-                    m.d.comb += sl.r.eq(elems(p.r))
-            m.d.comb += out.nan.eq(nan)
-            return parts
+        m.d.comb += [sl.a.eq(elems(p.a)), sl.w.eq(elems(p.w)),
+                     sl.a_l3.eq(l3(p.a)), sl.w_l3.eq(l3(p.w)),
+                     sl.a_l2.eq(l2(p.a)), sl.w_l2.eq(l2(p.w)),
+                     sc.a.eq(p.a.scale), sc.w.eq(p.w.scale),
+                     out.main_mant.eq(sc.mant), out.main_exp.eq(sc.exp),
+                     out.first.eq(p.first), out.last.eq(p.last)]
+        parts = {"main_sum": sl.main}
+        nan = sc.nan
+        if residual != "none":
+            m.submodules.scale_res = sr = ScalePair()
+            m.d.comb += [sr.a.eq(p.r.scale), sr.w.eq(p.w.scale),
+                         out.res_mant.eq(sr.mant), out.res_exp.eq(sr.exp),
+                         sl.r_l3.eq(l3(p.r)), sl.r_l2.eq(l2(p.r))]
+            nan = nan | sr.nan
+            parts["res_sum"] = sl.res
+            if residual == "2:4":
+                m.d.comb += [
+                    sl.r.eq(p.r.kept.as_value().word_select(index, 8 * groups)),
+                    sl.r_pos.eq(p.r.pos.as_value().word_select(index, 4 * groups))]
+            else:
+                m.d.comb += sl.r.eq(elems(p.r))
+        m.d.comb += out.nan.eq(nan)
+        return parts
 
-        def form(m, p, out):
-            m.submodules.main = tm = TermFormer(_sum_bits(64, 4))
-            m.d.comb += [tm.sum.eq(p.main_sum), tm.mant.eq(p.main_mant),
-                         out.main_sig.eq(tm.sig), out.main_exp.eq(p.main_exp),
-                         out.nan.eq(p.nan), out.first.eq(p.first), out.last.eq(p.last)]
-            if residual != "none":
-                m.submodules.res = tr = TermFormer(len(p.res_sum))
-                m.d.comb += [tr.sum.eq(p.res_sum), tr.mant.eq(p.res_mant),
-                             out.res_sig.eq(tr.sig), out.res_exp.eq(p.res_exp)]
+    def _form(self, m, p, out):
+        m.submodules.main = tm = TermFormer(_sum_bits(64, 4))
+        m.d.comb += [tm.sum.eq(p.main_sum), tm.mant.eq(p.main_mant),
+                     out.main_sig.eq(tm.sig), out.main_exp.eq(p.main_exp),
+                     out.nan.eq(p.nan), out.first.eq(p.first), out.last.eq(p.last)]
+        if self._residual != "none":
+            m.submodules.res = tr = TermFormer(len(p.res_sum))
+            m.d.comb += [tr.sum.eq(p.res_sum), tr.mant.eq(p.res_mant),
+                         out.res_sig.eq(tr.sig), out.res_exp.eq(p.res_exp)]
 
-        kinds = {"register": {"kind": "register"}, "comb": {"kind": "comb"}}
-        plan = []
-        if self._stages >= 4:
-            plan.append(("input_reg", kinds["register"], lambda: Register(self._payload)))
-        plan.append(("front", {"kind": "sequencer", "slices": n},
-                     lambda: Sequencer(self._payload, sums, slices=n, sum_fields=sum_fields,
-                                       build=front, name="front")))
-        if self._stages >= 3:
-            plan.append(("sums_reg", kinds["register"], lambda: Register(sums)))
-        plan.append(("terms", kinds["comb"], lambda: Map(sums, terms, form, name="terms")))
-        if self._stages >= 2:
-            plan.append(("terms_reg", kinds["register"], lambda: Register(terms)))
-        plan.append(("acc", {"kind": "accumulator", **AccumSpec(self._term_specs).describe()},
-                     lambda: Accumulator(self._term_specs)))
-        return plan
+    def _front_parts(self):
+        """One slice of the front end: a :class:`BlockSlice`, a :class:`ScalePair` per
+        block pair and, with several slices, the selection of each operand's slice (its
+        elements, L3 and L2 bits; the 2:4 residual is counted as an operand plus its
+        positions, 8 * groups bits more than it selects, as the area model was calibrated).
+        """
+        groups, n, residual = self._lanes // 4, self.ii, self._residual
+        pairs = 1 if residual == "none" else 2
+        out = (probe(BlockSlice(groups=groups, residual=residual)).parts()
+               + times(probe(ScalePair()).parts(), pairs))
+        if n > 1:
+            out.append(Part("mux", (n, 16 * groups + groups + groups // 2), 2 + pairs - 1))
+            if residual == "2:4":
+                out.append(Part("mux", (n, 4 * groups)))
+        return out
 
-    def elaborate(self, platform):
-        m = Module()
-        first, last = chain(m, [(name, make()) for name, _, make in self._plan()])
-        wiring.connect(m, wiring.flipped(self.i), first.i)
-        wiring.connect(m, last.o, wiring.flipped(self.o))
-        return m
+    def _form_parts(self):
+        """The ``terms`` stage: a :class:`TermFormer` per block sum."""
+        layout = self._front_layout()
+        return [p for name in self._sum_fields()
+                for p in probe(TermFormer(Shape.cast(layout[name].shape).width)).parts()]

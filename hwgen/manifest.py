@@ -18,6 +18,16 @@ Keys (sorted, 2-space indent, trailing newline; deterministic):
                   "accumulator", ...}`` with the exact per-kind rules in ``rules`` (the text
                   of ``hwgen.stream``'s and ``hwgen.accum``'s timing sections). A cycle model
                   that simulates this chain reproduces the unit's handshakes exactly.
+``structure``     what the unit is built from, the area model's one input
+                  (:mod:`sim.area_model`): ``[{"block", "family", "params", "count"}]``,
+                  ``count`` copies of primitive ``family(params)`` (the families of
+                  :mod:`sim.cost.primitives`) in sub-block ``block``, stage by stage as
+                  :attr:`hwgen.unit.DotUnit.structure` collects them from the generator's
+                  blocks (:mod:`hwgen.parts`): ``front`` (the front end's slice logic and
+                  its sequencer), ``terms``, ``pipe.<register stage>`` (payload + valid
+                  flops), ``accum.align``, ``accum.round``, ``accum.special``,
+                  ``accum.reg``. An accumulator alignment shifter of a term also has
+                  ``"term"`` (the term's name).
 """
 
 import json
@@ -68,6 +78,7 @@ def manifest(unit):
         "ii": unit.ii,
         "timing": {"pipeline": unit.timing["pipeline"], "rules": TIMING_RULES,
                    **{k: v for k, v in unit.timing.items() if k != "pipeline"}},
+        "structure": unit.structure,
     }
 
 

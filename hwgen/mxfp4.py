@@ -33,20 +33,26 @@ the price is the window width, which the E8M0 range sets: block terms span ``2**
 and NVFP4.
 """
 
-from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
-from amaranth.lib import data, wiring
+from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .layouts import MXFP4_BLOCK
-from .e2m1 import E2M1DotUnitBase, adder_tree, dot_sum_bits, e2m1_product_expr
+from hif4spec import FORMATS, RESIDUAL24_MXFP4
+
+from .accum import TermSpec
+from .e2m1 import dot_sum_bits, e2m1_product_expr
+from .parts import Part, probe
+from .unit import DotUnit, adder_tree
 
 __all__ = ["E8M0ScalePair", "MXFP4DotUnit", "SCALE_EXP_BITS", "BLOCK", "BLOCK_BITS",
-           "BLOCK_LAYOUT", "STEP_LAYOUT", "R24_BLOCK_LAYOUT", "R24_STEP_LAYOUT", "term_specs"]
+           "term_specs"]
 
-#: Elements per MXFP4 block.
-BLOCK = 32
-#: Packed bits per MXFP4 block: 32 x 4-bit elements, then the E8M0 code at [128, 136).
-BLOCK_BITS = 136
+#: Elements per MXFP4 block (32).
+BLOCK = FORMATS["mxfp4"].block
+#: Packed bits per MXFP4 block (136): 32 x 4-bit elements, then the E8M0 code.
+BLOCK_BITS = FORMATS["mxfp4"].block_bits
+#: E8M0 code of a NaN scale (255).
+NAN_SCALE = FORMATS["mxfp4"].nan_scale_code
 #: Width of a block-sum exponent field ``sa + sw`` (bias 256: the sum's unit is
 #: ``2**(sa + sw - 256)``; at most 508 for finite codes).
 SCALE_EXP_BITS = 9
@@ -83,24 +89,13 @@ class E8M0ScalePair(wiring.Component):
         m = Module()
         m.d.comb += [
             self.exp.eq(self.sa + self.sw),
-            self.nan.eq((self.sa == 0xFF) | (self.sw == 0xFF)),
+            self.nan.eq((self.sa == NAN_SCALE) | (self.sw == NAN_SCALE)),
         ]
         return m
 
-
-# ---------------------------------------------------------------------------------------
-# Packed layouts (spec section 3; docs/mxfp4_residual.md)
-
-#: One MXFP4 block: 32 E2M1 codes (element i at bits [4i, 4i+4)), E8M0 code at [128, 136).
-BLOCK_LAYOUT = MXFP4_BLOCK
-#: One step of one operand: two blocks, block 0 in the low 136 bits (272 bits).
-STEP_LAYOUT = data.ArrayLayout(BLOCK_LAYOUT, 2)
-#: One packed 2:4 residual block: 16 kept E2M1 codes, 16 2-bit positions, E8M0 (104 bits).
-R24_BLOCK_LAYOUT = data.StructLayout({"elem": data.ArrayLayout(unsigned(4), 16),
-                                      "pos": data.ArrayLayout(unsigned(2), 16),
-                                      "scale": unsigned(8)})
-#: The residual input of one step: two packed residual blocks, block 0 low (208 bits).
-R24_STEP_LAYOUT = data.ArrayLayout(R24_BLOCK_LAYOUT, 2)
+    def parts(self):
+        """The 8-bit exponent add and two NaN compares (:mod:`hwgen.parts`)."""
+        return [Part("add", (8,)), Part("cmp", (8,), 2)]
 
 
 def term_specs(residual):
@@ -111,12 +106,10 @@ def term_specs(residual):
     ``rs + sw - 256``. The exponent field is the 9-bit code sum, at most 508 for finite
     scales (a NaN step's result is overridden by the accumulator).
     """
-    from .accum import TermSpec
-
     spec = (SCALE_EXP_BITS, SCALE_EXP_BIAS, 2 * 254)
     terms = [TermSpec(f"b{b}", dot_sum_bits(BLOCK), *spec) for b in range(2)]
     if residual != "none":
-        kept = 16 if residual == "2:4" else BLOCK
+        kept = RESIDUAL24_MXFP4.kept if residual == "2:4" else BLOCK
         terms += [TermSpec(f"r{b}", dot_sum_bits(kept), *spec) for b in range(2)]
     return terms
 
@@ -135,7 +128,9 @@ def route_block_sums(m, op, index, slices, trees, prefix, per_block, elems):
 
     A block handled entirely in the last slice drives its field directly (no register);
     any other block is a sequencer sum field whose contribution is its tree's sum during
-    its slices and 0 otherwise. Returns the sum-field contributions.
+    its slices and 0 otherwise. The slice test compares ``index`` only against bounds that
+    can fail (``0 <= index <= slices - 1`` always holds), so the Verilog has no constant
+    comparison. Returns the sum-field contributions.
     """
     parts = {}
     for b in range(2):
@@ -143,8 +138,16 @@ def route_block_sums(m, op, index, slices, trees, prefix, per_block, elems):
         name = f"{prefix}{b}_sig"
         if first == slices - 1:
             m.d.comb += op[name].eq(trees[tree])
+            continue
+        if last == first:
+            tests = [index == first]
         else:
-            sel = (index >= first) & (index <= last) if last > first else index == first
+            tests = ([index >= first] if first > 0 else []) + \
+                    ([index <= last] if last < slices - 1 else [])
+        if not tests:
+            parts[name] = trees[tree]
+        else:
+            sel = tests[0] if len(tests) == 1 else tests[0] & tests[1]
             parts[name] = Mux(sel, trees[tree], 0)
     return parts
 
@@ -155,28 +158,13 @@ def sum_field_names(prefix, per_block, elems, slices):
             if _placement(b, per_block, elems)[0] != slices - 1]
 
 
-class MXFP4DotUnit(E2M1DotUnitBase):
+class MXFP4DotUnit(DotUnit):
     """MXFP4 dot-product unit: one 64-element step per ``64 // lanes`` cycles into FP32.
 
-    Parameters (keyword-only)
-    -------------------------
-    residual : str
-        ``"none"``, ``"2:4"`` (two packed 104-bit residual blocks ``r``,
-        ``docs/mxfp4_residual.md``) or ``"dense"`` (a full MXFP4 step ``r``, 272 bits).
-    stages : int
-        Pipeline registers on the path from ``i`` to ``o``, 1..4: the accumulator register;
-        ``>= 2`` a register on the terms; ``>= 3`` a register after the front end; ``4`` a
-        register on the input payload.
-    lanes : int
-        16, 32 or 64 element products per cycle; a step takes ``64 // lanes`` cycles.
-
-    Members
-    -------
-    i : In(stream.Signature(payload_layout))
-        Steps: ``a``, ``w`` (two MXFP4 blocks each, block 0 in the low 136 bits), ``r`` (if a
-        residual), ``first``, ``last``.
-    o : Out(stream.Signature(32))
-        The FP32 accumulator word after each ``last`` step.
+    Parameters and members as :class:`hwgen.unit.DotUnit`: ``a``, ``w`` are two MXFP4
+    blocks each (block 0 in the low 136 bits), ``r`` two packed 104-bit 2:4 residual blocks
+    (``"2:4"``, ``docs/mxfp4_residual.md``) or a full MXFP4 step (``"dense"``, 272 bits).
+    Timing: :mod:`hwgen.stream`.
 
     Datapath per slice (``lanes`` element pairs, ``lanes // 2`` kept residual elements):
     ``lanes // 32`` adder trees of 32 exact E2M1 products (one tree of 16 when ``lanes`` is
@@ -184,30 +172,9 @@ class MXFP4DotUnit(E2M1DotUnitBase):
     are sequencer sum fields (a partial-sum register each), a block handled only in the
     last slice drives its term directly. Exponents ``sa + sw`` and the NaN flag come from
     the held payload. The accumulator takes two terms (four with a residual).
-
-    Timing (exact; also in the manifest)
-    ------------------------------------
-    The same as :class:`hwgen.hif4.HiF4DotUnit`: with ``n = 64 // lanes`` the input accepts
-    a step at most every ``n`` cycles; for ``stages <= 3`` ``i.ready`` is high only in the
-    last of the ``n`` cycles a presented step spends in the sequencer (and only when the
-    next stage can take it); with ``stages == 4`` an input register takes the step
-    (``i.ready = !valid | next ready``). If the input transfer of a ``last`` step happens in
-    cycle ``c`` and the output is always ready, ``o.valid`` is high in cycle
-    ``c + latency``, ``latency = stages`` for ``stages <= 3`` and ``stages - 1 + n`` for
-    ``stages == 4``. With ``o.ready`` low while ``o.valid``, the accumulator takes no step
-    and backpressure propagates through the registers (``ready = !valid | next ready``).
     """
 
     unit = "mxfp4"
-    RESIDUALS = ("none", "2:4", "dense")
-
-    def _payload_fields(self):
-        fields = {"a": STEP_LAYOUT, "w": STEP_LAYOUT}
-        if self._residual == "2:4":
-            fields["r"] = R24_STEP_LAYOUT
-        elif self._residual == "dense":
-            fields["r"] = STEP_LAYOUT
-        return fields
 
     def _terms(self):
         return term_specs(self._residual)
@@ -215,7 +182,7 @@ class MXFP4DotUnit(E2M1DotUnitBase):
     def _kept(self):
         """Residual elements handled per slice and residual elements per block."""
         if self._residual == "2:4":
-            return self._lanes // 2, 16
+            return self._lanes // 2, RESIDUAL24_MXFP4.kept
         return self._lanes, BLOCK
 
     def _sum_fields(self):
@@ -241,7 +208,7 @@ class MXFP4DotUnit(E2M1DotUnitBase):
                 prods = [e2m1_product_expr(m, x_sl[4 * k:4 * k + 4], y_of(k),
                                            name=f"{prefix}{k}")
                          for k in range(t * per_tree, (t + 1) * per_tree)]
-                trees.append(adder_tree(m, prods, name=f"{prefix}tree{t}"))
+                trees.append(adder_tree(prods, m=m, name=f"{prefix}tree{t}"))
             return trees
 
         a_sl = sliced(flat(ip.a, "elem"), 4 * lanes)
@@ -274,3 +241,31 @@ class MXFP4DotUnit(E2M1DotUnitBase):
                 nan.append(sp.nan)
         m.d.comb += [op.nan.eq(Cat(*nan).any()), op.first.eq(ip.first), op.last.eq(ip.last)]
         return parts
+
+    def _front_parts(self):
+        """One slice of the front end: the E2M1 block dots (an adder tree of exact products
+        each) and, for 2:4, the 4:1 weight selection of every kept residual element; an
+        :class:`E8M0ScalePair` per block pair, whose NaN compares of the weight codes the
+        residual pairs share (one compare per scale code); with several slices, the selection
+        of each operand's slice."""
+        lanes, n, residual = self._lanes, self.ii, self._residual
+        per_tree = min(lanes, BLOCK)
+        out = [Part("e2m1dot", (per_tree,), lanes // per_tree)]
+        operands = 2
+        if residual != "none":
+            operands = 3
+            count, per_block = self._kept()
+            if residual == "2:4":
+                out.append(Part("mux", (4, 4), count))
+            per_rtree = min(count, per_block)
+            out.append(Part("e2m1dot", (per_rtree,), count // per_rtree))
+        pairs = 2 * (operands - 1)
+        out += [Part(p.family, p.params, p.count * pairs)
+                for p in probe(E8M0ScalePair()).parts() if p.family != "cmp"]
+        out.append(Part("cmp", (8,), 2 * operands))
+        if n > 1:
+            out.append(Part("mux", (n, 4 * lanes), 2))
+            if residual != "none":
+                width = 4 * count + (2 * count if residual == "2:4" else 0)
+                out.append(Part("mux", (n, width)))
+        return out

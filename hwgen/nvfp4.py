@@ -24,19 +24,29 @@ GEMM applies ``RNE_FP32(acc * T_a * T_w)`` after it. NVFP4 units take no residua
 """
 
 from amaranth.hdl import Cat, Module, Mux, Signal, signed
-from amaranth.lib import data, wiring
+from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .layouts import NVFP4_BLOCK
-from .e2m1 import E2M1DotUnitBase, adder_tree, e2m1_product_expr
+from hif4spec import FORMATS
+
+from .accum import TermSpec
+from .e2m1 import dot_sum_bits, e2m1_product_expr
+from .parts import Part, probe, times
+from .unit import DotUnit, adder_tree
 
 __all__ = ["UE4M3ScalePair", "NVFP4DotUnit", "BLOCK", "BLOCK_BITS", "SCALE_SHIFT_BITS",
-           "SCALE_SIG_BITS", "BLOCK_LAYOUT", "STEP_LAYOUT", "term_specs"]
+           "SCALE_SIG_BITS", "term_specs"]
 
-#: Elements per NVFP4 block.
-BLOCK = 16
-#: Packed bits per NVFP4 block: 16 x 4-bit elements, then the UE4M3 code at [64, 72).
-BLOCK_BITS = 72
+#: Elements per NVFP4 block (16).
+BLOCK = FORMATS["nvfp4"].block
+#: Packed bits per NVFP4 block (72): 16 x 4-bit elements, then the UE4M3 code.
+BLOCK_BITS = FORMATS["nvfp4"].block_bits
+#: Bits ``[SCALE_AT, BLOCK_BITS)`` of a block hold the UE4M3 code (64).
+SCALE_AT = FORMATS["nvfp4"].fields["scale"].offset
+#: Blocks per step (4).
+STEP_BLOCKS = FORMATS["nvfp4"].blocks_per_step
+#: UE4M3 code of a NaN scale, bit 7 ignored (0x7F).
+NAN_SCALE = FORMATS["nvfp4"].nan_scale_code
 #: Unsigned width of the product of two UE4M3 significands (0..225).
 SCALE_SIG_BITS = 8
 #: Width of the block-term shift ``max(ea,1) + max(ew,1) - 2`` (0..28).
@@ -80,18 +90,16 @@ class UE4M3ScalePair(wiring.Component):
         m.d.comb += [
             self.sig.eq(Mux(ea.any(), ma | 0b1000, ma) * Mux(ew.any(), mw | 0b1000, mw)),
             self.shift.eq(Mux(ea.any(), ea, 1) + Mux(ew.any(), ew, 1) - 2),
-            self.nan.eq((self.sa[0:7] == 0x7F) | (self.sw[0:7] == 0x7F)),
+            self.nan.eq((self.sa[0:7] == NAN_SCALE) | (self.sw[0:7] == NAN_SCALE)),
         ]
         return m
 
+    def parts(self):
+        """The 4x4-bit significand product, the 5-bit shift add, two NaN compares
+        (:mod:`hwgen.parts`)."""
+        return [Part("mul", (4, 4)), Part("add", (SCALE_SHIFT_BITS,)), Part("cmp", (7,), 2)]
 
-# ---------------------------------------------------------------------------------------
-# Packed layouts (spec section 4) and the unit
 
-#: One NVFP4 block: 16 E2M1 codes (element i at bits [4i, 4i+4)), UE4M3 code at [64, 72).
-BLOCK_LAYOUT = NVFP4_BLOCK
-#: One step of one operand: four blocks, block 0 in the low 72 bits (288 bits).
-STEP_LAYOUT = data.ArrayLayout(BLOCK_LAYOUT, 4)
 #: Weight exponent of the lowest bit of the pre-added step term: the smallest block-term
 #: exponent, max(ea,1) + max(ew,1) - 22 with ea = ew = 0.
 TERM_LSB = -20
@@ -108,52 +116,27 @@ def term_specs():
     ``2**-20``) and the accumulator sees one term with a constant exponent: it aligns one
     item instead of four.
     """
-    from .accum import TermSpec
-
     return [TermSpec("t", TERM_BITS, 1, -TERM_LSB, 0)]
 
 
-class NVFP4DotUnit(E2M1DotUnitBase):
+class NVFP4DotUnit(DotUnit):
     """NVFP4 dot-product unit: one 64-element step per ``64 // lanes`` cycles into FP32.
 
     The per-tensor scales are not inputs: the unit's words exclude them (spec section 7;
     the golden GEMM applies ``RNE_FP32(acc * T_a * T_w)`` after the unit).
 
-    Parameters (keyword-only)
-    -------------------------
-    residual : str
-        Only ``"none"``: NVFP4 units take no residual.
-    stages : int
-        Pipeline registers on the path from ``i`` to ``o``, 1..4, placed as in
-        :class:`hwgen.mxfp4.MXFP4DotUnit`.
-    lanes : int
-        16, 32 or 64 element products per cycle (one NVFP4 block per 16 lanes).
-
-    Members
-    -------
-    i : In(stream.Signature(payload_layout))
-        Steps: ``a``, ``w`` (four 72-bit NVFP4 blocks each, block 0 low), ``first``,
-        ``last``.
-    o : Out(stream.Signature(32))
-        The FP32 accumulator word after each ``last`` step.
+    Parameters and members as :class:`hwgen.unit.DotUnit` (the registry gives NVFP4 units
+    no residual): ``a``, ``w`` are four 72-bit NVFP4 blocks each, block 0 low. Timing:
+    :mod:`hwgen.stream`.
 
     Datapath per slice (``lanes // 16`` whole blocks): a 16-product adder tree (13 bits),
     one UE4M3 scale pair (4x4-bit significand product, exponent add), a 13x8-bit multiply
     to the block term and a 0..28 shift onto the common grid ``2**-20``; the block terms add
     into the one step term (a sequencer sum field: one 50-bit partial-sum register when
     ``lanes < 64``). The NaN flag comes from the held payload.
-
-    Timing: exactly as :class:`hwgen.mxfp4.MXFP4DotUnit` (and the HiF4 unit).
     """
 
     unit = "nvfp4"
-    RESIDUALS = ("none",)
-
-    def _residual_message(self, residual):
-        return f"NVFP4 units take no residual: residual must be 'none', not {residual!r}"
-
-    def _payload_fields(self):
-        return {"a": STEP_LAYOUT, "w": STEP_LAYOUT}
 
     def _terms(self):
         return term_specs()
@@ -168,25 +151,49 @@ class NVFP4DotUnit(E2M1DotUnitBase):
         for t in range(per_slice):
             if n > 1:
                 sel = index * per_slice + t
-                a_blk = Cat(*[ip.a[b].as_value() for b in range(4)]).word_select(sel, 72)
-                w_blk = Cat(*[ip.w[b].as_value() for b in range(4)]).word_select(sel, 72)
+                a_blk = Cat(*[ip.a[b].as_value() for b in range(STEP_BLOCKS)]).word_select(
+                    sel, BLOCK_BITS)
+                w_blk = Cat(*[ip.w[b].as_value() for b in range(STEP_BLOCKS)]).word_select(
+                    sel, BLOCK_BITS)
             else:
                 a_blk, w_blk = ip.a[t].as_value(), ip.w[t].as_value()
             prods = [e2m1_product_expr(m, a_blk[4 * i:4 * i + 4], w_blk[4 * i:4 * i + 4],
                                        name=f"p{t}_{i}") for i in range(BLOCK)]
-            bsum = adder_tree(m, prods, name=f"tree{t}")
+            bsum = adder_tree(prods, m=m, name=f"tree{t}")
             m.submodules[f"scale{t}"] = sp = UE4M3ScalePair()
-            m.d.comb += [sp.sa.eq(a_blk[64:72]), sp.sw.eq(w_blk[64:72])]
+            m.d.comb += [sp.sa.eq(a_blk[SCALE_AT:BLOCK_BITS]),
+                         sp.sw.eq(w_blk[SCALE_AT:BLOCK_BITS])]
             term = Signal(signed(BLOCK_TERM_BITS), name=f"bterm{t}")
             m.d.comb += term.eq(bsum * sp.sig)
             aligned = Signal(signed(TERM_BITS), name=f"aligned{t}")
             m.d.comb += aligned.eq(term << sp.shift)
             items.append(aligned)
         # NaN from the held payload: every block's codes, not only this slice's
-        nan = [ip.a[b].scale[0:7] == 0x7F for b in range(4)]
-        nan += [ip.w[b].scale[0:7] == 0x7F for b in range(4)]
+        nan = [ip.a[b].scale[0:7] == NAN_SCALE for b in range(STEP_BLOCKS)]
+        nan += [ip.w[b].scale[0:7] == NAN_SCALE for b in range(STEP_BLOCKS)]
         m.d.comb += [op.t_exp.eq(0), op.nan.eq(Cat(*nan).any()), op.first.eq(ip.first),
                      op.last.eq(ip.last)]
         total = Signal(signed(TERM_BITS), name="slice_sum")
         m.d.comb += total.eq(sum(items))
         return {"t_sig": total}
+
+    def _front_parts(self):
+        """One slice of the front end, per block: the 16-product E2M1 block dot, a
+        :class:`UE4M3ScalePair` (its NaN flag unused), the block sum x scale product and
+        the 0..28 shift onto the common grid; the sum of the slice's block terms, the NaN
+        compares of every scale code of the step and, with several slices, the selection of
+        each block of ``a`` and ``w``. The shift is counted at the product's full width,
+        ``dot_sum_bits(BLOCK) + SCALE_SIG_BITS`` (21) bits, as the area model was calibrated;
+        the block term it shifts is ``BLOCK_TERM_BITS`` (20) wide."""
+        n, per_slice = self.ii, self._lanes // BLOCK
+        scale = [p for p in probe(UE4M3ScalePair()).parts() if p.family != "cmp"]
+        product = dot_sum_bits(BLOCK) + SCALE_SIG_BITS
+        out = [Part("e2m1dot", (BLOCK,), per_slice), *times(scale, per_slice),
+               Part("smulx", (dot_sum_bits(BLOCK), SCALE_SIG_BITS + 1), per_slice),
+               Part("wshl", (product, 28 + 1, TERM_BITS), per_slice),
+               Part("cmp", (7,), 2 * STEP_BLOCKS)]
+        if per_slice > 1:
+            out.append(Part("addn", (per_slice, TERM_BITS)))
+        if n > 1:
+            out.append(Part("mux", (n, BLOCK_BITS), 2 * per_slice))
+        return out

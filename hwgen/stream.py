@@ -1,12 +1,16 @@
-"""Valid/ready pipeline skeleton shared by every dot-product unit (format-agnostic).
+"""Valid/ready pipeline skeleton shared by every dot-product unit, and its timing rules.
 
 A unit is a chain of stream stages joined with :func:`chain`. Every stage has an input stream
 ``i`` and an output stream ``o`` (``lib.stream.Signature``) and follows ``lib.stream``'s
 rules: ``valid`` never depends on ``ready`` of the same stream, a payload is held while
 ``valid & ~ready``.
 
-Three kinds of stage exist; their cycle behaviour is exact and is what the cycle-level
-simulator (and the manifest's ``timing.pipeline`` list) describes:
+Timing rules
+------------
+This section is the one statement of the units' cycle behaviour; the cycle-level simulator
+and the manifest's ``timing`` (``pipeline`` list and ``rules`` text) describe the same. All
+state changes on the rising edge of ``clk``; ``rst`` is synchronous; a transfer happens on
+an edge where ``valid`` and ``ready`` are both high. Four kinds of stage exist:
 
 ``Map`` (kind ``"comb"``)
     Combinational. ``o.valid = i.valid``, ``i.ready = o.ready``, ``o.payload = f(i.payload)``.
@@ -24,13 +28,29 @@ simulator (and the manifest's ``timing.pipeline`` list) describes:
     last slice's contribution (combinational), and the transfer resets c to 0. So a step
     spends n cycles in the stage when the output is ready: ``i.ready`` is low for the first
     n - 1 of them. With n = 1 the stage is a plain ``Map``.
+``hwgen.accum.Accumulator`` (kind ``"accumulator"``, ends every chain)
+    ``i.ready = ~o.valid | o.ready``. On a rising edge with ``i.valid & i.ready`` the
+    accumulator register takes ``RNE_FP32(acc + step)`` and ``o.valid`` becomes
+    ``i.payload.last``; otherwise, if ``o.ready``, ``o.valid`` becomes 0. ``o.payload`` is
+    the accumulator register (held while ``o.valid & ~o.ready``: no step is accepted then).
 
-The format's own back end (``hwgen.accum.Accumulator``) ends every chain.
+For a unit (:class:`hwgen.unit.DotUnit`, the chain ``[input_reg]``, ``front`` (a sequencer
+of ``n = 64 // lanes`` slices), registers, ``acc``) this gives: the input accepts a step at
+most every ``n`` cycles (``ii = n``). Without the input register (``stages <= 3``)
+``i.ready`` is high only in the last of the ``n`` cycles a presented step spends in the
+sequencer, and only when the next stage can take it; with ``stages == 4`` the input register
+takes the step and the sequencer works on its copy. If the input transfer of a ``last`` step
+happens in cycle ``c`` and the output is always ready, ``o.valid`` is high in cycle
+``c + latency`` with ``latency = stages`` for ``stages <= 3`` and ``stages - 1 + n`` for
+``stages == 4``. With ``o.ready`` low while ``o.valid``, the accumulator takes no step and
+backpressure propagates through the registers.
 """
 
-from amaranth.hdl import Const, Module, Signal
+from amaranth.hdl import Const, Module, Shape, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
+
+from .parts import Part
 
 __all__ = ["Map", "Register", "Sequencer", "chain"]
 
@@ -67,9 +87,9 @@ class Register(wiring.Component):
             m.d.sync += self.o.valid.eq(0)
         return m
 
-    def describe(self):
-        """This stage's entry in the manifest's ``timing.pipeline`` list."""
-        return {"kind": self.kind}
+    def parts(self):
+        """The payload flops and ``o.valid`` (:mod:`hwgen.parts`)."""
+        return [Part("reg", (Shape.cast(self._layout).width + 1,))]
 
 
 class Map(wiring.Component):
@@ -105,9 +125,6 @@ class Map(wiring.Component):
         self._build(m, self.i.payload, self.o.payload)
         return m
 
-    def describe(self):
-        return {"kind": self.kind}
-
 
 class Sequencer(wiring.Component):
     """Reduce one held input payload over ``slices`` cycles (a narrower datapath).
@@ -138,7 +155,7 @@ class Sequencer(wiring.Component):
     o : Out(stream.Signature(out_layout))
         ``o.valid = i.valid`` in the last slice cycle.
 
-    Timing: see the module docstring (kind ``"sequencer"``).
+    Timing: the module docstring (kind ``"sequencer"``).
     """
 
     kind = "sequencer"
@@ -187,8 +204,19 @@ class Sequencer(wiring.Component):
             m.d.sync += index.eq(0)
         return m
 
-    def describe(self):
-        return {"kind": self.kind, "slices": self._slices}
+    def parts(self):
+        """The slice counter and its increment, and one partial-sum register and adder per
+        sum field (``partial + part`` feeds the output and the register: one adder); none
+        with one slice. The slice logic is its ``build`` function's (:mod:`hwgen.parts`)."""
+        if self._slices == 1:
+            return []
+        counter = (self._slices - 1).bit_length()
+        out = [Part("reg", (counter,)), Part("add", (counter,))]
+        layout = self.o.payload.shape()
+        for name in self._sum_fields:
+            width = Shape.cast(layout[name].shape).width
+            out += [Part("reg", (width,)), Part("add", (width,))]
+        return out
 
 
 def chain(m, stages):

@@ -1,35 +1,112 @@
-"""What every dot-product unit exposes, whatever its format.
+"""What every dot-product unit shares, whatever its format.
 
-:class:`DotUnit` holds the parameters and the numbers derived from them that
-:mod:`hwgen.manifest`, the registry and the tests read: ``residual``, ``stages``, ``lanes``,
-``payload_layout``, ``terms``, ``ii``, ``latency``, ``module_name`` and ``timing``. A format's
-unit sets ``_residual``, ``_stages``, ``_lanes``, ``_payload`` and ``_term_specs`` before
-calling ``super().__init__(signature)`` and implements ``_plan()``, the list of
-``(name, description, factory)`` stream stages from input to output.
+:class:`DotUnit` checks the parameters against the registry (:mod:`hif4spec.units`), builds
+the input payload from the step layouts (:func:`hwgen.layouts.payload_layout`), chains the
+common pipeline plan and exposes what :mod:`hwgen.manifest`, the registry and the tests
+read: ``residual``, ``stages``, ``lanes``, ``payload_layout``, ``terms``, ``ii``,
+``latency``, ``module_name`` and ``timing``. :func:`adder_tree` is the one adder tree of the
+front ends.
 """
 
-from amaranth.lib import wiring
+from amaranth.hdl import Module, Signal, signed
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
 
-__all__ = ["DotUnit", "STAGES", "LANES", "check_stages_lanes"]
+from hif4spec import STEP_ELEMS, check_params, module_name, residuals_of
 
-#: Pipeline register counts every unit accepts (``stages``).
-STAGES = (1, 2, 3, 4)
-#: Element products per cycle every unit accepts (``lanes``); a step is 64 elements.
-LANES = (16, 32, 64)
+from .accum import AccumSpec, Accumulator, accum_layout
+from .layouts import payload_layout
+from .parts import entries, probe
+from .stream import Map, Register, Sequencer, chain
+
+__all__ = ["DotUnit", "adder_tree"]
 
 
-def check_stages_lanes(stages, lanes):
-    """Raise ``ValueError`` with a one-line message unless ``stages``/``lanes`` are valid."""
-    if isinstance(stages, bool) or not isinstance(stages, int) or stages not in STAGES:
-        raise ValueError(f"Stage count must be an integer from {STAGES[0]} to {STAGES[-1]}, "
-                         f"not {stages!r}")
-    if isinstance(lanes, bool) or lanes not in LANES:
-        raise ValueError(f"Lane count must be one of {', '.join(map(str, LANES))}, "
-                         f"not {lanes!r}")
+def adder_tree(values, *, m=None, name=None):
+    """Exact sum of signed ``values`` by a balanced tree of two-input adders.
+
+    Pairs are ``(0, 1), (2, 3), ...`` with an odd last value passed up a level; each adder
+    is one bit wider than its wider input, so no sum overflows. With ``m`` and ``name``
+    every adder output is a signal ``<name>_l<level>_<pair>`` of ``m`` and the root a
+    signal ``<name>``; without them the tree is one expression.
+    """
+    level, depth = list(values), 0
+    while len(level) > 1:
+        nxt = []
+        for i in range(0, len(level) - 1, 2):
+            total = level[i] + level[i + 1]
+            if name is not None:
+                width = max(len(level[i]), len(level[i + 1])) + 1
+                s = Signal(signed(width), name=f"{name}_l{depth}_{i // 2}")
+                m.d.comb += s.eq(total)
+                total = s
+            nxt.append(total)
+        if len(level) % 2:
+            nxt.append(level[-1])
+        level, depth = nxt, depth + 1
+    if name is None:
+        return level[0]
+    root = Signal(signed(len(level[0])), name=name)
+    m.d.comb += root.eq(level[0])
+    return root
 
 
 class DotUnit(wiring.Component):
-    """Base of the HiF4, MXFP4 and NVFP4 units (see the module docstring)."""
+    """Base of the HiF4, MXFP4 and NVFP4 dot-product units.
+
+    Parameters (keyword-only)
+    -------------------------
+    residual : str
+        A residual mode the unit accepts (``hif4spec.residuals_of(unit)``).
+    stages : int
+        Pipeline registers on the path from ``i`` to ``o`` (``hif4spec.STAGES``): the
+        accumulator register; ``>= 2`` a register on the terms; ``>= 3`` a register after
+        the front end; ``4`` a register on the input payload.
+    lanes : int
+        Element products per cycle (``hif4spec.LANES``); a step takes ``64 // lanes``
+        cycles.
+
+    Members
+    -------
+    i : In(stream.Signature(payload_layout))
+        Steps: ``a``, ``w``, ``r`` (if a residual), ``first``, ``last``.
+    o : Out(stream.Signature(32))
+        The FP32 accumulator word after each ``last`` step.
+
+    Pipeline plan, input to output: ``input_reg`` (``stages == 4``), ``front`` (a
+    :class:`hwgen.stream.Sequencer` of ``64 // lanes`` slices running :meth:`_front`), the
+    front-end register (``stages >= 3``, named by ``_front_reg``), ``terms`` (a
+    :class:`hwgen.stream.Map` running ``_form``, only where the front end delivers block
+    sums rather than terms), ``terms_reg`` (``stages >= 2``) and ``acc``
+    (:class:`hwgen.accum.Accumulator`). Its timing (``ii``, ``latency``, the handshakes) is
+    stated once, in :mod:`hwgen.stream`.
+
+    A format's unit sets ``unit`` (its registry name) and implements ``_terms()`` (the
+    :class:`hwgen.accum.TermSpec` list), ``_sum_fields()`` and ``_front(m, payload, index,
+    out)`` (one slice: a :class:`hwgen.stream.Sequencer` build function); it may override
+    ``_front_layout()`` and set ``_form``.
+    """
+
+    unit = None
+    #: Name of the register after the front end.
+    _front_reg = "front_reg"
+    #: ``form(m, front_payload, terms_payload)`` of the ``terms`` stage, or None.
+    _form = None
+
+    def __init__(self, *, residual="none", stages=3, lanes=64):
+        allowed = residuals_of(self.unit)
+        if residual not in allowed:
+            if allowed == ("none",):
+                raise ValueError(f"{self.unit.upper()} units take no residual: residual must "
+                                 f"be 'none', not {residual!r}")
+            raise ValueError(f"Residual must be one of {', '.join(map(repr, allowed))}, "
+                             f"not {residual!r}")
+        check_params(self.unit, residual, stages, lanes)
+        self._residual, self._stages, self._lanes = residual, stages, lanes
+        self._payload = payload_layout(self.unit, residual)
+        self._term_specs = tuple(self._terms())
+        super().__init__({"i": In(stream.Signature(self._payload)),
+                          "o": Out(stream.Signature(32))})
 
     residual = property(lambda self: self._residual)
     stages = property(lambda self: self._stages)
@@ -40,7 +117,7 @@ class DotUnit(wiring.Component):
     @property
     def ii(self):
         """Cycles per step, ``64 // lanes``."""
-        return 64 // self._lanes
+        return STEP_ELEMS // self._lanes
 
     @property
     def latency(self):
@@ -49,8 +126,6 @@ class DotUnit(wiring.Component):
 
     @property
     def module_name(self):
-        from .units import module_name
-
         return module_name(self.unit, self._residual, self._stages, self._lanes)
 
     @property
@@ -58,5 +133,58 @@ class DotUnit(wiring.Component):
         """The stage chain as the manifest records it (``timing.pipeline``)."""
         return {"pipeline": [{"stage": name, **desc} for name, desc, _ in self._plan()]}
 
+    @property
+    def structure(self):
+        """What the unit is built from, stage by stage: the manifest's ``structure`` entries
+        (:func:`hwgen.parts.entries`). A register stage's parts are in block
+        ``pipe.<stage>``, the accumulator's in ``accum.<sub-block>``, the front end's (one
+        slice, ``_front_parts()``, and the sequencer's own) in ``front`` and the ``terms``
+        stage's (``_form_parts()``) in ``terms``."""
+        out = []
+        for name, desc, make in self._plan():
+            stage, kind = probe(make()), desc["kind"]
+            if kind == Register.kind:
+                out += entries(f"pipe.{name}", stage.parts())
+            elif kind == Accumulator.kind:
+                out += entries("accum", stage.parts())
+            elif kind == Sequencer.kind:
+                out += entries(name, self._front_parts() + stage.parts())
+            else:
+                out += entries(name, self._form_parts())
+        return out
+
+    def _front_layout(self):
+        """Output layout of the front end: the accumulator's terms unless ``_form`` is set."""
+        return accum_layout(self._term_specs)
+
     def _plan(self):
-        raise NotImplementedError
+        """``[(name, description, factory)]`` of the stream stages, input to output."""
+        terms = accum_layout(self._term_specs)
+        front = self._front_layout()
+        n = self.ii
+        register = {"kind": Register.kind}
+        plan = []
+        if self._stages >= 4:
+            plan.append(("input_reg", register, lambda: Register(self._payload)))
+        plan.append(("front", {"kind": Sequencer.kind, "slices": n},
+                     lambda: Sequencer(self._payload, front, slices=n,
+                                       sum_fields=self._sum_fields(), build=self._front,
+                                       name="front")))
+        if self._stages >= 3:
+            plan.append((self._front_reg, register, lambda: Register(front)))
+        if self._form is not None:
+            plan.append(("terms", {"kind": Map.kind},
+                         lambda: Map(front, terms, self._form, name="terms")))
+        if self._stages >= 2:
+            plan.append(("terms_reg", register, lambda: Register(terms)))
+        plan.append(("acc", {"kind": Accumulator.kind,
+                             **AccumSpec(self._term_specs).describe()},
+                     lambda: Accumulator(self._term_specs)))
+        return plan
+
+    def elaborate(self, platform):
+        m = Module()
+        first, last = chain(m, [(name, make()) for name, _, make in self._plan()])
+        wiring.connect(m, wiring.flipped(self.i), first.i)
+        wiring.connect(m, last.o, wiring.flipped(self.o))
+        return m

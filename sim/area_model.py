@@ -1,13 +1,13 @@
 """Analytic area model of the dot-product units, calibrated on synthesized primitives.
 
-The model needs no synthesis and answers instantly. A unit is described by a component
-inventory (:func:`unit_inventory`): multipliers by operand bits, adder trees by operand
-count and width, shifters by width and shift range, registers by bits, multiplexers by
-inputs, comparators and leading-zero counters, grouped by the sub-block they belong to.
-The inventory is derived from the format table (:mod:`sim.formats.table`), the unit's
-parameters (``residual``, ``stages``, ``lanes``) and the documented architecture of the
-generated unit (docstrings in ``hwgen/`` and the manifest next to the Verilog); it never
-imports the generator.
+The model needs no synthesis and answers instantly. It reads one thing: the ``structure``
+section of a unit's manifest (:mod:`hwgen.manifest`), which the generator writes from its
+own blocks (:mod:`hwgen.parts`): ``count`` copies of a primitive ``family(params)`` per
+sub-block (multipliers by operand bits, adder trees by operand count and width, shifters
+by width and shift range, registers by bits, multiplexers by inputs and width, comparators,
+E2M1 block dots, ...). :func:`unit_inventory` turns it into :class:`Component` objects; the
+manifest's ``timing.pipeline`` only decides the single-stage tag below. Nothing here
+restates a unit's datapath: a change to a generator reaches the model through the manifest.
 
 Each component family has a linear cost formula in NAND2 equivalents whose coefficients are
 fitted (``benchmarks/fit_area_model.py``) from the synthesized areas of the primitives in
@@ -37,7 +37,7 @@ from pathlib import Path
 __all__ = [
     "FEATURES", "COEFFS_PATH", "Component", "AreaEstimate", "load_coeffs",
     "component_cost", "features", "unit_inventory", "estimate_unit", "estimate_manifest",
-    "is_front_block", "is_comb_fed", "UNIT_BUILDERS",
+    "is_front_block", "is_comb_fed",
 ]
 
 COEFFS_PATH = Path(__file__).with_name("area_coeffs.json")
@@ -145,23 +145,24 @@ class AreaEstimate:
     components: list
 
 
-#: unit name -> function(residual, stages, lanes, manifest) returning a list of Component.
-UNIT_BUILDERS = {}
-
-
-def unit_inventory(unit, residual="none", stages=None, lanes=64, manifest=None):
-    """Component inventory of a unit configuration (see the module docstring)."""
-    if unit not in UNIT_BUILDERS:
-        raise ValueError(f"Unit must be one of {', '.join(sorted(UNIT_BUILDERS)) or '(none)'}"
-                         f", not {unit!r}")
-    return UNIT_BUILDERS[unit](residual=residual, stages=stages, lanes=lanes,
-                               manifest=manifest)
+def unit_inventory(manifest):
+    """Component inventory (list of :class:`Component`) of the unit a manifest describes:
+    its ``structure`` section, one component per entry; with :func:`is_comb_fed`, the
+    accumulator's term alignment shifters (entries with a ``"term"``) are tagged
+    ``"comb_align"``."""
+    structure = manifest.get("structure")
+    if not structure:
+        raise ValueError(f"the manifest of {manifest.get('module', '?')} has no structure "
+                         "section; regenerate it with `hif4 generate`")
+    tag = "comb_align" if is_comb_fed(manifest) else ""
+    return [Component(e["block"], e["family"], tuple(e["params"]), e["count"],
+                      tag if e.get("term") else "") for e in structure]
 
 
 def is_front_block(block):
-    """True for the format's own datapath (front end and term forming); the other blocks are
-    the shared accumulator and the pipeline registers."""
-    return block.startswith("front") or block == "terms"
+    """True for the format's own datapath (front end and term forming): every block but the
+    pipeline registers (``pipe.*``) and the shared accumulator (``accum.*``)."""
+    return not block.startswith(("pipe.", "accum."))
 
 
 def _estimate(components, coeffs=None, unit=None):
@@ -184,40 +185,32 @@ def _estimate(components, coeffs=None, unit=None):
     return AreaEstimate(sum(blocks.values()), blocks, ffs, list(components))
 
 
-def estimate_unit(unit, residual="none", stages=None, lanes=64, manifest=None, coeffs=None):
-    """Model area (:class:`AreaEstimate`) of one unit configuration."""
-    return _estimate(unit_inventory(unit, residual, stages, lanes, manifest), coeffs, unit)
-
-
 def estimate_manifest(manifest, coeffs=None):
-    """Model area of the unit a manifest (dict or path to ``<module>.json``) describes."""
+    """Model area (:class:`AreaEstimate`) of the unit a manifest (dict or path to
+    ``<module>.json``) describes."""
     if not isinstance(manifest, dict):
         manifest = json.loads(Path(manifest).read_text())
-    params = manifest.get("parameters", {})
-    return estimate_unit(manifest["unit"], params.get("residual", "none"),
-                         params.get("stages"), params.get("lanes", 64), manifest, coeffs)
+    return _estimate(unit_inventory(manifest), coeffs, manifest["unit"])
+
+
+def estimate_unit(unit, residual=None, stages=None, lanes=None, coeffs=None):
+    """Model area of one unit configuration (defaults from :mod:`hif4spec`), from the
+    manifest the generator writes for it (:func:`hwgen.manifest.manifest`; nothing is
+    elaborated)."""
+    from hwgen.manifest import manifest
+    from hwgen.parts import probe
+    from hwgen.units import build_unit
+
+    built = probe(build_unit(unit, residual=residual, stages=stages, lanes=lanes))
+    return estimate_manifest(manifest(built), coeffs)
 
 
 # ----------------------------------------------------------------------------------------
-# Unit inventories. Sub-block names follow the generated hierarchy (front end, pipeline
-# registers, accumulator), and every count below restates the unit's documented datapath
-# (module docstrings of hwgen/hif4.py, hwgen/mxfp4.py, hwgen/nvfp4.py, hwgen/accum.py and
-# hwgen/stream.py) in terms of the format table. Nothing here imports hwgen.
+# Calibration tags read from the manifest's timing.pipeline
 # ----------------------------------------------------------------------------------------
 
 def _stages_of(manifest):
     return list((manifest or {}).get("timing", {}).get("pipeline", []))
-
-
-def _acc_stage(manifest):
-    for st in _stages_of(manifest):
-        if st.get("kind") == "accumulator":
-            return st
-    raise ValueError("the manifest's timing.pipeline has no accumulator stage")
-
-
-def _term_bits(acc):
-    return sum(t["sig_bits"] + t["exp_bits"] for t in acc["terms"]) + 3
 
 
 def is_comb_fed(manifest):
@@ -227,184 +220,3 @@ def is_comb_fed(manifest):
     kinds = [st.get("kind") for st in _stages_of(manifest)]
     i = kinds.index("accumulator") if "accumulator" in kinds else 0
     return i > 0 and kinds[i - 1] != "register"
-
-
-def accumulator_inventory(acc, *, comb_fed=False):
-    """The exact FP32 accumulator (``hwgen/accum.py``) from its manifest description.
-
-    Align: the accumulator word's significand shifted into the window by its exponent, a
-    conditional negation, every term shifted by its exponent field, one window-wide sum;
-    Round: absolute value, leading-zero count and normalising shift, the RNE increment and the
-    exponent/special-case logic; the 32-bit accumulator register and ``o.valid``.
-
-    With ``comb_fed`` (a single-stage unit) the terms' alignment shifters are tagged
-    ``"comb_align"`` and carry the unit's single-stage factor: synthesized flat with the
-    front end in one combinational cone, such units come out larger than the sum of their
-    parts by an amount that, for MXFP4, tracks the term alignment (terms x window x shift
-    range). See ``calibrate_comb_align`` in ``benchmarks/fit_area_model.py``.
-    """
-    w = acc["window_bits"]
-    terms = acc["terms"]
-    comps = [
-        Component("accum.align", "wshl", (24, 254, w)),
-        Component("accum.align", "add", (8,)),
-        Component("accum.align", "neg", (w,)),
-        Component("accum.align", "addn", (len(terms) + 1, w)),
-        Component("accum.round", "neg", (w,)),
-        Component("accum.round", "norm", (w,)),
-        Component("accum.round", "add", (25,)),
-        Component("accum.round", "add", (12,), 2),
-        Component("accum.round", "mux", (2, 32), 3),
-        Component("accum.special", "cmp", (8,), 2),
-        Component("accum.special", "mux", (2, 32), 2),
-        Component("accum.reg", "reg", (33,)),
-    ]
-    for t in terms:
-        if t["exp_max"] > 0:
-            comps.append(Component("accum.align", "wshl", (t["sig_bits"], t["exp_max"] + 1, w),
-                                   tag="comb_align" if comb_fed else ""))
-    return comps
-
-
-def _sequencer_inventory(block, slices, sum_widths):
-    """Partial-sum registers, their adders and the slice counter of a Sequencer."""
-    if slices <= 1:
-        return []
-    comps = [Component(block, "reg", (_clog2(slices),)),
-             Component(block, "add", (_clog2(slices),))]
-    for width in sum_widths:
-        # ``partial + part`` feeds both the output and the register: one adder after
-        # Yosys merges the identical expressions
-        comps += [Component(block, "reg", (width,)), Component(block, "add", (width,))]
-    return comps
-
-
-def _pipeline_registers(manifest, widths):
-    """Pipeline register stages: payload bits given by ``widths[stage name]`` + ``valid``."""
-    comps = []
-    widths = dict(widths)
-    widths.setdefault("input_reg", _payload_bits(manifest) or 0)
-    for st in _stages_of(manifest):
-        if st.get("kind") == "register":
-            name = st.get("stage", "pipe")
-            bits = widths.get(name, widths.get("*"))
-            comps.append(Component(f"pipe.{name}", "reg", (bits + 1,)))
-    return comps
-
-
-def _payload_bits(manifest):
-    for port in (manifest or {}).get("ports", []):
-        if port["name"] == "i__payload":
-            return port["width"]
-    return None
-
-
-def _hif4_sum_bits(count, max_shift=4):
-    return ((49 * count) << max_shift).bit_length() + 1
-
-
-def _hif4(residual, stages, lanes, manifest):
-    groups = lanes // 4
-    slices = 64 // lanes
-    fe = "front"
-    comps = []
-    # MicroGroupDot(4): four 3x3-bit products with sign, their sum, one 0..4 shift
-    mg_main = [Component(fe, "smul", (3, 3), 4 * groups),
-               Component(fe, "tree", (4, 7), groups),
-               Component(fe, "shl", (9, 5), groups),
-               Component(fe, "tree", (4, 1), groups)]      # b_a + c_a + b_w + c_w
-    comps += mg_main
-    main_bits = _hif4_sum_bits(64)
-    comps.append(Component(fe, "tree", (groups, _hif4_sum_bits(4)))) if groups > 1 else None
-    sums = [main_bits]
-    if residual == "2:4":
-        comps += [Component(fe, "mux", (4, 4), 2 * groups),
-                  Component(fe, "smul", (3, 3), 2 * groups),
-                  Component(fe, "tree", (2, 7), groups),
-                  Component(fe, "shl", (8, 5), groups),
-                  Component(fe, "tree", (4, 1), groups)]
-        if groups > 1:
-            comps.append(Component(fe, "tree", (groups, _hif4_sum_bits(2))))
-        sums.append(_hif4_sum_bits(32))
-    elif residual == "dense":
-        comps += [Component(fe, "smul", (3, 3), 4 * groups),
-                  Component(fe, "tree", (4, 7), groups),
-                  Component(fe, "shl", (9, 5), groups),
-                  Component(fe, "tree", (4, 1), groups)]
-        if groups > 1:
-            comps.append(Component(fe, "tree", (groups, _hif4_sum_bits(4))))
-        sums.append(_hif4_sum_bits(64))
-    npairs = 1 if residual == "none" else 2
-    # ScalePair: 3x3-bit significand product, exponent add, NaN compares
-    comps += [Component(fe, "mul", (3, 3), npairs), Component(fe, "add", (6,), npairs),
-              Component(fe, "cmp", (8,), 2 * npairs)]
-    if slices > 1:
-        ops = 2 + (0 if residual == "none" else 1)
-        comps.append(Component(fe, "mux", (slices, 16 * groups + groups + groups // 2), ops))
-        if residual == "2:4":
-            comps.append(Component(fe, "mux", (slices, 4 * groups), 1))
-    comps += _sequencer_inventory(fe, slices, sums)
-    # TermFormer: block sum x significand product
-    comps.append(Component("terms", "smulx", (sums[0], 7)))
-    if residual != "none":
-        comps.append(Component("terms", "smulx", (sums[1], 7)))
-    sums_bits = sum(s + 13 for s in sums) + 3
-    acc = _acc_stage(manifest)
-    widths = {"sums_reg": sums_bits, "terms_reg": _term_bits(acc)}
-    return (comps + _pipeline_registers(manifest, widths)
-            + accumulator_inventory(acc, comb_fed=is_comb_fed(manifest)))
-
-
-def _mxfp4(residual, stages, lanes, manifest):
-    slices = 64 // lanes
-    fe = "front_end"
-    per_tree = min(lanes, 32)
-    comps = [Component(fe, "e2m1dot", (per_tree,), lanes // per_tree)]
-    nblk = 2
-    sum_regs = [14 for b in range(2) if (b * 32) // lanes != slices - 1]
-    if residual == "2:4":
-        kept = lanes // 2
-        per_rtree = min(kept, 16)
-        comps += [Component(fe, "mux", (4, 4), kept),
-                  Component(fe, "e2m1dot", (per_rtree,), kept // per_rtree)]
-        sum_regs += [13 for b in range(2) if (b * 16) // kept != slices - 1]
-        nblk = 4
-    elif residual == "dense":
-        comps.append(Component(fe, "e2m1dot", (per_tree,), lanes // per_tree))
-        sum_regs += [14 for b in range(2) if (b * 32) // lanes != slices - 1]
-        nblk = 4
-    comps += [Component(fe, "add", (8,), nblk), Component(fe, "cmp", (8,), nblk + 2)]
-    if slices > 1:
-        comps.append(Component(fe, "mux", (slices, 4 * lanes), 2))
-        if residual == "2:4":
-            comps.append(Component(fe, "mux", (slices, 3 * lanes), 1))
-        elif residual == "dense":
-            comps.append(Component(fe, "mux", (slices, 4 * lanes), 1))
-    comps += _sequencer_inventory(fe, slices, sum_regs)
-    acc = _acc_stage(manifest)
-    return comps + _pipeline_registers(manifest, {"*": _term_bits(acc)}) + \
-        accumulator_inventory(acc, comb_fed=is_comb_fed(manifest))
-
-
-def _nvfp4(residual, stages, lanes, manifest):
-    slices = 64 // lanes
-    per_slice = lanes // 16
-    fe = "front_end"
-    acc = _acc_stage(manifest)
-    term_bits = acc["terms"][0]["sig_bits"]
-    comps = [Component(fe, "e2m1dot", (16,), per_slice),
-             Component(fe, "mul", (4, 4), per_slice),
-             Component(fe, "add", (5,), per_slice),
-             Component(fe, "smulx", (13, 9), per_slice),
-             Component(fe, "wshl", (21, 29, term_bits), per_slice),
-             Component(fe, "cmp", (7,), 8)]
-    if per_slice > 1:
-        comps.append(Component(fe, "addn", (per_slice, term_bits)))
-    if slices > 1:
-        comps.append(Component(fe, "mux", (slices, 72), 2 * per_slice))
-    comps += _sequencer_inventory(fe, slices, [term_bits])
-    return comps + _pipeline_registers(manifest, {"*": _term_bits(acc)}) + \
-        accumulator_inventory(acc, comb_fed=is_comb_fed(manifest))
-
-
-UNIT_BUILDERS.update({"hif4": _hif4, "mxfp4": _mxfp4, "nvfp4": _nvfp4})

@@ -12,44 +12,12 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
+from conftest import rne_f32, word_value
 from hwgen.accum import AccumSpec, ExactAdd, TermSpec
 
 HIF4_TERMS = (TermSpec("main", 23, 7, 104, 126), TermSpec("res", 22, 7, 104, 126))
 WIDE_TERMS = (TermSpec("t0", 16, 9, 300), TermSpec("t1", 16, 9, 300))
 NAN = 0x7FC00000
-
-
-def word_value(word):
-    e, f = (word >> 23) & 255, word & 0x7FFFFF
-    v = Fraction(f, 1 << 149) if e == 0 else Fraction((1 << 23) | f) * Fraction(2) ** (e - 150)
-    return -v if word >> 31 else v
-
-
-def rne_fp32(v, negative_zero=False):
-    """Exact value -> FP32 word, RNE, gradual underflow, overflow to Inf."""
-    if v == 0:
-        return 0x80000000 if negative_zero else 0
-    sign = 1 if v < 0 else 0
-    a = abs(v)
-    e = a.numerator.bit_length() - a.denominator.bit_length()
-    if Fraction(2) ** e > a:
-        e -= 1
-    q = Fraction(2) ** max(e - 23, -149)
-    n, r = divmod(a, q)
-    n = int(n)
-    if r > q / 2 or (r == q / 2 and n & 1):
-        n += 1
-    val = n * q
-    if val >= Fraction(2) ** 128:
-        return sign << 31 | 0x7F800000
-    if n == 0:
-        return sign << 31
-    if val < Fraction(2) ** -126:
-        return sign << 31 | n
-    e = val.numerator.bit_length() - val.denominator.bit_length()
-    if Fraction(2) ** e > val:
-        e -= 1
-    return sign << 31 | (e + 127) << 23 | (int(val / Fraction(2) ** (e - 23)) & 0x7FFFFF)
 
 
 def reference(acc, terms, specs, first=False, nan=False):
@@ -61,7 +29,7 @@ def reference(acc, terms, specs, first=False, nan=False):
         return acc
     total = word_value(acc) + sum(Fraction(s) * Fraction(2) ** (x - t.bias)
                                   for (s, x), t in zip(terms, specs))
-    return rne_fp32(total, negative_zero=total < 0)
+    return rne_f32(total, negative_zero=total < 0)
 
 
 def check(specs, cases):

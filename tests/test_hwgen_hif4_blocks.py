@@ -15,17 +15,8 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
+from conftest import e6m2, s1p2
 from hwgen.hif4 import BlockSlice, HiF4DotUnit, MicroGroupDot, ResidualSelect, ScalePair
-
-
-def s1p2(code):
-    """Exact S1P2 value (sign bit 3, k = bits 2..0, value k/4)."""
-    value = Fraction(code & 7, 4)
-    return -value if code & 8 else value
-
-
-def e6m2(code):
-    return Fraction(2) ** ((code >> 2) - 48) * (1 + Fraction(code & 3, 4))
 
 
 def raw(port):

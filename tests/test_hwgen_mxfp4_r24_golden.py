@@ -5,12 +5,13 @@ arithmetic (``sim.dot.run_steps("mxfp4", ..., residual="2:4")``) against an inde
 Fraction evaluation with its own RNE-to-FP32 rounding.
 """
 
-import struct
 from fractions import Fraction
 
 import numpy as np
 import pytest
 
+from conftest import e2m1, e8m0, rne_f32, word_value
+from hif4spec import step_layout
 from sim import dot
 from sim.formats import quantize
 from sim.formats.resq_mxfp4 import (
@@ -18,48 +19,12 @@ from sim.formats.resq_mxfp4 import (
     decode_24_mxfp4,
     pack_24_mxfp4,
     pack_step_r24_mxfp4,
-    random_r24_steps,
     residual24_mxfp4_from_bytes,
     residual24_mxfp4_to_bytes,
     unpack_24_mxfp4,
     unpack_step_r24_mxfp4,
 )
-
-E2M1 = [Fraction(v) for v in (0, 0.5, 1, 1.5, 2, 3, 4, 6)]
-
-
-def e2m1(code):
-    return -E2M1[code & 7] if code & 8 else E2M1[code & 7]
-
-
-def e8m0(code):
-    return Fraction(2) ** (int(code) - 127)
-
-
-def fp32_rne(v):
-    """Independent RNE of a Fraction to an FP32 word (gradual underflow, overflow to Inf)."""
-    if v == 0:
-        return 0
-    sign = 0x80000000 if v < 0 else 0
-    v = abs(v)
-    e = v.numerator.bit_length() - v.denominator.bit_length()
-    if Fraction(2) ** e > v:
-        e -= 1
-    lsb = max(e - 23, -149)
-    q, rem = divmod(v / Fraction(2) ** lsb, 1)
-    if rem > Fraction(1, 2) or (rem == Fraction(1, 2) and q % 2):
-        q += 1
-    value = q * Fraction(2) ** lsb
-    if value >= Fraction(2) ** 128:
-        return sign | 0x7F800000
-    return sign | struct.unpack("<I", struct.pack("<f", float(value)))[0]
-
-
-def fp32_value(word):
-    if word & 0x7FFFFFFF == 0:
-        return Fraction(0)
-    return Fraction(struct.unpack("<f", struct.pack("<I", int(word)))[0])
-
+from sim.stimulus import random_fields, random_steps
 
 def step_fraction(a, w, r, s):
     """Exact step value from decoded elements (None for NaN)."""
@@ -90,7 +55,7 @@ def reference_chain(a, w, r, first):
         if acc & 0x7FFFFFFF == 0x7F800000:      # +-Inf stays for finite steps
             out.append(acc)
             continue
-        acc = fp32_rne(fp32_value(acc) + v)
+        acc = rne_f32(word_value(acc) + v)
         out.append(acc)
     return np.array(out, dtype=np.uint32)
 
@@ -98,7 +63,7 @@ def reference_chain(a, w, r, first):
 @pytest.mark.parametrize("scales", ["narrow", "uniform"])
 def test_run_steps_matches_fraction_reference(scales):
     rng = np.random.default_rng(7)
-    st = dot.random_steps("mxfp4", 300, rng, residual="2:4", scales=scales)
+    st = random_steps("mxfp4", 300, rng, residual="2:4", scales=scales)
     got = dot.run_steps("mxfp4", st["a"], st["w"], st["first"], st["last"], r=st["r"],
                         residual="2:4")
     np.testing.assert_array_equal(got, reference_chain(st["a"], st["w"], st["r"], st["first"]))
@@ -115,14 +80,14 @@ def test_residual_far_below_main_and_cancellation():
     r["elem"][0, 0, 3], r["pos"][0, 0, 3] = 0x1, 2          # 0.5 * 2**-100 * w[4 + 2]
     w["elem"][0, 0, 6] = 0x4                                # 2
     got = dot.run_steps("mxfp4", a, w, [True], r=r, residual="2:4")
-    assert got[0] == fp32_rne(Fraction(2) ** -100) == 0x0D800000
+    assert got[0] == rne_f32(Fraction(2) ** -100) == 0x0D800000
 
 
 def test_layout_bits_match_doc():
     assert [(f.name, f.offset, f.width, f.count) for f in RESIDUAL24_MXFP4_LAYOUT] == [
         ("elem", 0, 4, 16), ("pos", 64, 2, 16), ("scale", 96, 8, 1)]
     rng = np.random.default_rng(3)
-    st = random_r24_steps(20, rng)
+    st = random_fields(step_layout("mxfp4-2:4"), 20, rng)
     for s in range(20):
         word = pack_step_r24_mxfp4({k: v[s] for k, v in st.items()})
         for b in range(2):

@@ -1,7 +1,10 @@
 """Exhaustive Amaranth-simulator tests of the MXFP4 / NVFP4 front-end sub-blocks.
 
-Small code spaces are enumerated completely: all 256 E2M1 pairs through the product, all
-65536 E8M0 and all 65536 UE4M3 scale-code pairs (bit 7 included) through the scale paths.
+Small code spaces are enumerated completely: all 256 E2M1 pairs through the product
+(``hwgen.e2m1.e2m1_product_expr``, the logic both units instantiate), all 65536 E8M0 and
+all 65536 UE4M3 scale-code pairs (bit 7 included) through the scale paths; the block
+reduction (products into ``hwgen.unit.adder_tree``, as the units build it) runs on extremes
+and random blocks.
 The reference decodes codes independently of the hardware (``docs/formats.md`` section 1)
 and checks with exact rational arithmetic.
 """
@@ -11,21 +14,14 @@ from functools import lru_cache
 
 import numpy as np
 import pytest
-from amaranth.hdl import Module
+from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
-from hwgen.e2m1 import E2M1DotSlice, E2M1Product, dot_sum_bits
+from conftest import e2m1
+from hwgen.e2m1 import PRODUCT_BITS, dot_sum_bits, e2m1_product_expr
 from hwgen.mxfp4 import E8M0ScalePair
 from hwgen.nvfp4 import UE4M3ScalePair
-
-E2M1_MAG = [Fraction(v) for v in (0, 0.5, 1, 1.5, 2, 3, 4, 6)]
-
-
-def e2m1(code):
-    """Exact value of an E2M1 code (spec section 1), independent of the RTL decode."""
-    mag = E2M1_MAG[code & 7]
-    return -mag if code & 8 else mag
-
+from hwgen.unit import adder_tree
 
 @lru_cache(maxsize=None)
 def e4m3(code):
@@ -49,24 +45,38 @@ def _run(dut, bench):
 
 
 def test_reference_decoders_match_ml_dtypes():
-    ml_dtypes = pytest.importorskip("ml_dtypes")
+    import ml_dtypes                    # a required dependency: missing is a failure
     f4 = [float(np.uint8(c).view(ml_dtypes.float4_e2m1fn)) for c in range(16)]
     assert f4 == [float(e2m1(c)) for c in range(16)]
     e4 = [float(np.uint8(c).view(ml_dtypes.float8_e4m3fn)) for c in range(127)]
     assert e4 == [float(e4m3(c)) for c in range(127)]
 
 
+class _BlockDot:
+    """Harness: ``count`` E2M1 products summed by the units' adder tree, as MXFP4 and NVFP4
+    build a block sum (``count == 1``: one product, no tree)."""
+
+    def __init__(self, count):
+        self.m = Module()
+        self.a = Signal(4 * count)
+        self.w = Signal(4 * count)
+        prods = [e2m1_product_expr(self.m, self.a[4 * i:4 * i + 4], self.w[4 * i:4 * i + 4],
+                                   name=f"p{i}") for i in range(count)]
+        self.sum = adder_tree(prods, m=self.m, name="tree") if count > 1 else prods[0]
+
+
 def test_e2m1_product_all_pairs():
-    dut = E2M1Product()
+    h = _BlockDot(1)
+    assert h.sum.shape().width == PRODUCT_BITS and h.sum.shape().signed
 
     async def bench(ctx):
         for a in range(16):
             for w in range(16):
-                ctx.set(dut.a, a)
-                ctx.set(dut.w, w)
-                assert ctx.get(dut.p) == e2m1(a) * e2m1(w) * 4, (a, w)
+                ctx.set(h.a, a)
+                ctx.set(h.w, w)
+                assert ctx.get(h.sum) == e2m1(a) * e2m1(w) * 4, (a, w)
 
-    _run(dut, bench)
+    _run(h.m, bench)
 
 
 class _ScaleArray:
@@ -122,8 +132,8 @@ def test_ue4m3_scale_pair_all_codes():
 
 
 @pytest.mark.parametrize("count", [16, 32])
-def test_dot_slice_random_and_extremes(count):
-    dut = E2M1DotSlice(count=count)
+def test_block_sum_random_and_extremes(count):
+    dut = _BlockDot(count)
     assert dut.sum.shape().width == {16: 13, 32: 14}[count] == dot_sum_bits(count)
     rng = np.random.default_rng(count)
     cases = [np.full((2, count), 7), np.full((2, count), 15),           # +max * +max, -max*-max
@@ -138,10 +148,9 @@ def test_dot_slice_random_and_extremes(count):
             ref = sum(e2m1(int(x)) * e2m1(int(y)) for x, y in zip(a, w)) * 4
             assert ctx.get(dut.sum) == ref
 
-    _run(dut, bench)
+    _run(dut.m, bench)
 
 
-def test_parameter_validation_messages():
-    with pytest.raises(ValueError, match=r"^Product count must be a power of two from 1 to 64, "
-                                         r"not 48$"):
-        E2M1DotSlice(count=48)
+def test_dot_sum_bits_message():
+    with pytest.raises(ValueError, match=r"^Product count must be at least 1, not 0$"):
+        dot_sum_bits(0)

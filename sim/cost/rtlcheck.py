@@ -2,7 +2,7 @@
 
 The same step stream and the same stall pattern (valid gaps on the input, ready gaps on the
 output) go through the RTL, in :mod:`sim.cost.cycle_tb` on the shared bench's build and
-stimulus code (:mod:`sim.bench.runner`, :mod:`sim.bench.stimulus`), and through
+stimulus code (:mod:`sim.bench.runner`, :mod:`sim.stimulus`), and through
 :class:`sim.cyclesim.UnitTiming` built from the unit's manifest; the cycle of every input and
 output transfer must be the same, and the output words must equal the golden model's.
 """
@@ -33,7 +33,7 @@ def run_rtl_cycles(verilog, manifest, payloads, segments, outputs, gaps, ready, 
     verilog : path
         The unit's Verilog (``manifest["module"]`` is the top).
     payloads : uint8 array (steps, bytes)
-        Packed ``i__payload`` words (``sim.bench.stimulus.pack_payloads``).
+        Packed ``i__payload`` words (``sim.stimulus.pack_payloads``).
     segments, outputs : list of int
         Steps and expected output words of each segment (reset in between).
     gaps, ready : lists
@@ -92,29 +92,19 @@ def check_unit(unit, *, residual="none", stages=None, lanes=None, steps=120, see
 
     Returns a dict with the model's and the RTL's cycles, the words and whether they agree.
     """
-    from hwgen.units import UNITS, module_name
+    from hif4spec import module_name, resolve
     from sim.bench import runner as bench_runner
-    from sim.bench.stimulus import expected_words, pack_payloads, random_stream
+    from sim.stimulus import expected_words, pack_payloads, random_stream, short_loops
     from sim.cyclesim import Stimulus, UnitTiming
 
-    params = dict(UNITS[unit].defaults)
-    params.update({k: v for k, v in (("residual", residual), ("stages", stages),
-                                     ("lanes", lanes)) if v is not None})
+    params = resolve(unit, residual, stages, lanes)
     module = module_name(unit, params["residual"], params["stages"], params["lanes"])
     verilog, manifest = bench_runner.generate_cached(unit, params,
                                                      BUILD_ROOT / "rtl" / module)
     rng = np.random.default_rng(seed)
     stream = random_stream(unit, params["residual"], steps, rng)
     # short K-loops (1..6 steps) so that outputs, and their ready stalls, are frequent
-    first = np.zeros(steps, dtype=bool)
-    last = np.zeros(steps, dtype=bool)
-    k = 0
-    while k < steps:
-        length = min(int(rng.integers(1, 7)), steps - k)
-        first[k] = True
-        last[k + length - 1] = True
-        k += length
-    stream["first"], stream["last"] = first, last
+    stream["first"], stream["last"] = short_loops(steps, rng, max_len=6)
     payload = pack_payloads(manifest, unit, params["residual"], stream)
     expected, _ = expected_words(unit, params["residual"], stream)
     gaps, ready = random_pattern(steps, rng, p_gap=p_gap, p_stall=p_stall)
@@ -145,7 +135,7 @@ def check_gemm_against_rtl(verilog, manifest, rep, *, seed=0, a=None, w=None, r=
     count and whether every transfer cycle and every output word agree with the model.
     """
     from sim import dot
-    from sim.bench.stimulus import pack_payloads, residual_layout
+    from sim.stimulus import pack_payloads
     from sim.cyclesim import UnitTiming, _make_residual
     from sim.formats import quantize
 

@@ -2,9 +2,10 @@
 
 Synthesizing a full unit takes minutes, so the figures of every generated configuration
 are kept in the repository, keyed by the SHA-256 of the Verilog that was synthesized. Each
-entry holds the unit's manifest (so the area model can be evaluated without the Verilog),
-the flat-flow figures (``nand2``, ``transistors``, ``flip_flops``, ``longest_path``) and the
-per-sub-block areas of the hierarchical run (``blocks``).
+entry holds the unit's manifest (its ``structure`` is what the area model reads, so the
+model is evaluated on every entry without the Verilog), the flat-flow figures (``nand2``,
+``transistors``, ``flip_flops``, ``longest_path``) and the per-sub-block areas of the
+hierarchical run (``blocks``).
 
 ``benchmarks/fit_area_model.py --units`` regenerates it: every configuration of the
 generator registry (unit x residual x stages x lanes, :func:`sweep_configs`). A slow test
@@ -39,6 +40,7 @@ def load_table(path=TABLE_PATH):
 def save_table(table, path=TABLE_PATH):
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    os.chmod(tmp, path.stat().st_mode & 0o777 if path.exists() else 0o644)
     with os.fdopen(fd, "w") as handle:
         json.dump(table, handle, indent=1, sort_keys=True)
         handle.write("\n")
@@ -52,7 +54,7 @@ def lookup(verilog_text, table=None):
 
 
 def _manifest_core(manifest):
-    keep = ("module", "unit", "parameters", "ports", "latency", "ii", "timing")
+    keep = ("module", "unit", "parameters", "ports", "latency", "ii", "timing", "structure")
     return {k: manifest[k] for k in keep if k in manifest}
 
 
