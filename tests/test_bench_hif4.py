@@ -4,15 +4,17 @@ Per configuration (one build folder each under build/verilator/): a few thousand
 random K-loops (1..64 steps, some continuing without ``first``) with the named edge cases,
 random stalls on valid and ready; then a stall-free run that pins the timing: every output
 appears exactly ``latency`` cycles after its ``last`` step's input transfer, steps transfer
-every ``ii`` cycles, so N steps finish within N * ii + latency cycles.
+every ``ii`` cycles, so N steps finish within N * ii + latency cycles. The default suite's
+short runs of every configuration class are in ``test_bench_coverage.py``; here it checks
+the command line and that the bench reports wrong words, on those builds.
 """
 
 import numpy as np
 import pytest
 
 from sim.bench.runner import make_stream, run_job, verify
-from sim.bench.stimulus import random_stream
 from sim.cli import main
+from sim.stimulus import random_stream
 
 
 def _regression(residual, stages, lanes, vectors, seed):
@@ -38,18 +40,15 @@ def _regression(residual, stages, lanes, vectors, seed):
     return result
 
 
-def test_r24_s3_l64():
-    _regression("2:4", 3, 64, 3000, seed=11)
-    # The command line reuses the cached build.
-    assert main(["verify", "--unit", "hif4", "--residual", "2:4", "--vectors", "300",
-                 "--seed", "5"]) == 0
+def test_cli_verify():
+    # The command line reuses the build of test_bench_coverage.py.
+    assert main(["verify", "--unit", "hif4", "--residual", "2:4", "--stages", "3",
+                 "--lanes", "16", "--vectors", "300", "--seed", "5"]) == 0
 
 
-def test_none_s1_l16(monkeypatch, capsys):
-    _regression("none", 1, 16, 1500, seed=12)
-
+def test_cli_verify_reports_a_mismatch(monkeypatch, capsys):
     # `hif4 verify` exits 1 on a mismatch and prints the step's inputs and both words.
-    import sim.bench.stimulus as stimulus
+    import sim.stimulus as stimulus
     real = stimulus.expected_words
 
     def corrupted(*args):
@@ -70,7 +69,7 @@ def test_bench_reports_a_wrong_word(tmp_path):
     """The scoreboard is not blind: one corrupted expected word is reported as a mismatch."""
     from hwgen.units import module_name
     from sim.bench.runner import REPO, build, generate_cached
-    from sim.bench.stimulus import expected_words, pack_payloads
+    from sim.stimulus import expected_words, pack_payloads
     params = {"residual": "none", "stages": 1, "lanes": 16}
     module = module_name("hif4", **params)
     verilog, manifest = generate_cached("hif4", params, REPO / "build" / "rtl" / module)
@@ -88,15 +87,17 @@ def test_bench_reports_a_wrong_word(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("residual, stages, lanes", [
-    ("dense", 4, 32), ("2:4", 2, 32), ("none", 4, 64), ("2:4", 1, 16), ("dense", 3, 64)])
+    ("2:4", 3, 64), ("none", 1, 16), ("dense", 4, 32), ("2:4", 2, 32), ("none", 4, 64),
+    ("2:4", 1, 16), ("dense", 3, 64)])
 def test_more_configurations(residual, stages, lanes):
     _regression(residual, stages, lanes, 3000, seed=stages * 100 + lanes)
 
 
-def test_icarus_is_skipped_clearly(capsys, monkeypatch):
+def test_missing_icarus_is_one_line_error(capsys, monkeypatch):
     import shutil
     real = shutil.which
     monkeypatch.setattr(shutil, "which", lambda name: None if name in ("iverilog", "vvp")
                         else real(name))
-    assert main(["verify", "--unit", "hif4", "--sim", "icarus", "--vectors", "10"]) == 0
-    assert "Icarus Verilog (iverilog, vvp) is not installed; skipping" in capsys.readouterr().err
+    assert main(["verify", "--unit", "hif4", "--sim", "icarus", "--vectors", "10"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Icarus Verilog (iverilog, vvp) is not installed" in err[0]

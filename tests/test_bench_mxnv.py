@@ -3,20 +3,16 @@
 Every configuration runs the registered named cases followed by random K-loops with random
 stalls on ``i.valid`` and ``o.ready``, each output word checked against
 ``sim.dot.run_steps``; a second short run with no stalls pins the throughput (one step
-every ``64 // lanes`` cycles) and the latency to the manifest's numbers. The default suite
-builds one configuration per unit; the full grid, the 100000-step runs and the exhaustive
-scale-pair streams are marked slow.
+every ``64 // lanes`` cycles) and the latency to the manifest's numbers. All of it is marked
+slow: the default suite's short runs of every configuration class are in
+``test_bench_coverage.py``.
 """
 
 import numpy as np
 import pytest
 
-from sim.bench.cases_mxnv import element_pair_stream, scale_pair_stream
-from sim.bench.runner import simulator_available, verify
-from sim.bench.stimulus import concat, random_stream
-
-ok, why = simulator_available("verilator")
-pytestmark = pytest.mark.skipif(not ok, reason=why)
+from sim.bench.runner import verify
+from sim.stimulus import concat, element_pair_stream, random_stream, scale_pair_stream
 
 
 def _check(result, *, stalls=True):
@@ -43,7 +39,8 @@ def _run(unit, residual, stages, lanes, vectors, seed):
     _check(result, stalls=False)
 
 
-# Default suite: one build per unit (lanes < 64 so the sequencers' partial sums are used).
+# The default suite's short runs of every configuration are in test_bench_coverage.py.
+@pytest.mark.slow
 @pytest.mark.parametrize("unit, residual, stages, lanes", [
     ("mxfp4", "2:4", 3, 32),
     ("nvfp4", "none", 3, 16),

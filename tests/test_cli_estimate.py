@@ -3,26 +3,26 @@ plots, and one-line errors for bad input."""
 
 import json
 import math
+import shutil
 
 import pytest
 
 from sim.cli import main
-from sim.cost.estimate import find_manifests, select_manifest
+from sim.cost.estimate import RTL_DIR, find_manifests, select_manifest
 
+# The committed standard set (rtl_out/, `hif4 generate --all`).
 STANDARD = [("hif4", "none"), ("hif4", "2:4"), ("mxfp4", "none"), ("mxfp4", "2:4"),
             ("nvfp4", "none")]
 
 
-def _have_standard_set():
+def test_rtl_out_holds_the_standard_set():
     found = find_manifests()
-    return all(select_manifest(found, u, r) for u, r in STANDARD)
+    assert sorted(m["module"] for _, m in found) == sorted(
+        f"{u}_dot_{'rnone' if r == 'none' else 'r24'}_s3_l64" for u, r in STANDARD)
+    for u, r in STANDARD:
+        select_manifest(found, u, r)
 
 
-needs_rtl = pytest.mark.skipif(not _have_standard_set(),
-                               reason="rtl_out/ lacks the standard set (hif4 generate --all)")
-
-
-@needs_rtl
 def test_estimate_json(capsys):
     rc = main(["estimate", "--json", "--gemm", "64x512x64", "--array", "2x2"])
     assert rc == 0
@@ -45,10 +45,9 @@ def test_estimate_json(capsys):
     assert by["hif4", "2:4"]["bits_per_mac"] > by["hif4", "none"]["bits_per_mac"]
 
 
-@needs_rtl
 def test_estimate_table_and_plot(tmp_path, capsys):
     png = tmp_path / "cmp.png"
-    rc = main(["estimate", "--units", "hif4,nvfp4", "--residual", "none", "--gemm",
+    rc = main(["estimate", "--unit", "hif4,nvfp4", "--residual", "none", "--gemm",
                "32x256x32", "--plot", str(png)])
     assert rc == 0
     out = capsys.readouterr().out
@@ -56,16 +55,15 @@ def test_estimate_table_and_plot(tmp_path, capsys):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@needs_rtl
 def test_estimate_synth_uses_recorded_synthesis(capsys):
     from sim.cost import synth, table
 
     tab = table.load_table()
     found = find_manifests()
     verilog, _ = select_manifest(found, "hif4", "none")
-    if synth.verilog_sha256(verilog.read_text()) not in tab:
-        pytest.skip("rtl_out/ changed since the synthesis table was recorded")
-    rc = main(["estimate", "--units", "hif4", "--residual", "none", "--synth", "--json",
+    assert synth.verilog_sha256(verilog.read_text()) in tab, \
+        "rtl_out/ changed since the synthesis table was recorded"
+    rc = main(["estimate", "--unit", "hif4", "--residual", "none", "--synth", "--json",
                "--gemm", "16x128x16"])
     assert rc == 0
     row = json.loads(capsys.readouterr().out)[0]
@@ -74,7 +72,6 @@ def test_estimate_synth_uses_recorded_synthesis(capsys):
         row["area_synth_nand2"]
 
 
-@needs_rtl
 def test_estimate_synth_failure_is_one_line(tmp_path, monkeypatch, capsys):
     """A module not in the synthesis table needs a Yosys run; when that fails (here: an
     unknown backend), the CLI says so in one line instead of a traceback."""
@@ -84,7 +81,7 @@ def test_estimate_synth_failure_is_one_line(tmp_path, monkeypatch, capsys):
     shutil.copy(verilog.with_suffix(".json"), tmp_path)
     (tmp_path / verilog.name).write_text(verilog.read_text() + "// edited: not in the table\n")
     monkeypatch.setenv("HIF4_SYNTH_BACKEND", "vivado")
-    rc = main(["estimate", "--units", "nvfp4", "--residual", "none", "--synth",
+    rc = main(["estimate", "--unit", "nvfp4", "--residual", "none", "--synth",
                "--rtl-dir", str(tmp_path), "--gemm", "16x128x16"])
     assert rc == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -92,14 +89,37 @@ def test_estimate_synth_failure_is_one_line(tmp_path, monkeypatch, capsys):
 
 
 @pytest.mark.parametrize("argv,message", [
-    (["estimate", "--units", "fp8"], "unknown unit 'fp8'"),
+    (["estimate", "--unit", "fp8"], "unknown unit 'fp8'; choose from hif4, mxfp4, nvfp4"),
     (["estimate", "--gemm", "12x3"], "--gemm must be MxKxN"),
     (["estimate", "--array", "0x4"], "--array must be RxC"),
     (["estimate", "--freq-ghz", "-1"], "--freq-ghz must be"),
     (["estimate", "--plot", "out.jpg"], "ending in .png"),
-    (["estimate", "--units", "nvfp4", "--residual", "2:4"], "NVFP4 has no residual"),
+    (["estimate", "--unit", "nvfp4", "--residual", "2:4"], "nvfp4 accepts none)"),
+    (["estimate", "--lanes", "8"], "Lane count must be one of 16, 32, 64, not 8"),
+    (["estimate", "--residual", "3:4"], "unknown residual mode '3:4'; choose from none, 2:4, "
+                                        "dense"),
+    (["estimate", "--stages", "2"], "no generated module for unit hif4, residual none, "
+                                    "stages 2 in rtl_out"),
     (["simulate", "--unit", "nvfp4", "--residual", "2:4", "--gemm", "4x64x4"],
-     "no residual input"),
+     "Residual mode of nvfp4 must be one of none, not '2:4'"),
+    (["simulate", "--unit", "hif4", "--residual", "3:4", "--gemm", "4x64x4"],
+     "Residual mode of hif4 must be one of none, 2:4, dense, not '3:4'"),
+    (["simulate", "--unit", "fp8", "--gemm", "4x64x4"],
+     "Unit must be one of hif4, mxfp4, nvfp4, not 'fp8'"),
+    (["simulate", "--unit", "hif4", "--lanes", "8", "--gemm", "4x64x4"],
+     "Lane count must be one of 16, 32, 64, not 8"),
+    (["simulate", "--unit", "hif4", "--residual", "dense", "--gemm", "4x64x4"],
+     "no generated module for unit hif4, residual dense in rtl_out"),
+    (["generate", "--unit", "nvfp4", "--residual", "dense"],
+     "Residual mode of nvfp4 must be one of none, not 'dense'"),
+    (["generate", "--unit", "hif4", "--stages", "5"],
+     "Stage count must be an integer from 1 to 4, not 5"),
+    (["verify", "--unit", "nvfp4", "--residual", "2:4"],
+     "Residual mode of nvfp4 must be one of none, not '2:4'"),
+    (["verify", "--unit", "mxfp4", "--lanes", "48"],
+     "Lane count must be one of 16, 32, 64, not 48"),
+    (["verify", "--unit", "hif4", "--rtl-dir", "rtl_out", "--stages", "1"],
+     "no generated module for unit hif4, residual none, stages 1 in rtl_out"),
     (["simulate", "--unit", "hif4", "--gemm", "4x64x4", "--bandwidth", "-3"],
      "--bandwidth must be"),
 ])
@@ -110,7 +130,6 @@ def test_bad_input_is_one_line(argv, message, capsys):
     assert len(err.strip().splitlines()) == 1
 
 
-@needs_rtl
 def test_simulate_json(capsys):
     from sim.cyclesim import UnitTiming, simulate_gemm
 
@@ -126,3 +145,61 @@ def test_simulate_json(capsys):
                         timing=UnitTiming.from_manifest(man), compute=False)
     assert out["cycles"] == rep.cycles
     assert not math.isnan(out["utilization"])
+
+
+def _fake_variant(folder, module, **changes):
+    """Copy rtl_out's ``module`` into ``folder`` under the name of a variant with other
+    parameters (a selection test: the files are not simulated)."""
+    man = json.loads((RTL_DIR / f"{module}.json").read_text())
+    man["parameters"].update(changes)
+    par = man["parameters"]
+    tag = {"none": "rnone", "2:4": "r24"}[par["residual"]]
+    man["module"] = name = f"{man['unit']}_dot_{tag}_s{par['stages']}_l{par['lanes']}"
+    (folder / f"{name}.json").write_text(json.dumps(man))
+    shutil.copy(RTL_DIR / f"{module}.v", folder / f"{name}.v")
+    return name
+
+
+def test_selection_is_explicit(tmp_path, capsys):
+    """Several modules of one unit and residual: no guess, a one-line error naming them and
+    the option that tells them apart; that option then picks one, and the command says
+    which."""
+    for suffix in ("v", "json"):
+        shutil.copy(RTL_DIR / f"hif4_dot_rnone_s3_l64.{suffix}", tmp_path)
+    _fake_variant(tmp_path, "hif4_dot_rnone_s3_l64", lanes=16)
+    common = ["--unit", "hif4", "--rtl-dir", str(tmp_path)]
+    for argv in (["simulate", *common, "--gemm", "4x64x4"],
+                 ["estimate", *common, "--residual", "none"],
+                 ["verify", *common]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1, err
+        assert "2 generated modules match unit hif4, residual none" in err[0]
+        assert "hif4_dot_rnone_s3_l16.v, hif4_dot_rnone_s3_l64.v; pick one with --lanes" \
+            in err[0]
+    assert main(["simulate", *common, "--lanes", "16", "--gemm", "4x64x4", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["module"] == "hif4_dot_rnone_s3_l16"
+    assert captured.err.strip().endswith("using " + str(tmp_path / "hif4_dot_rnone_s3_l16.v"))
+    assert main(["estimate", *common, "--residual", "none", "--stages", "3", "--lanes", "64",
+                 "--json"]) == 0
+    captured = capsys.readouterr()
+    assert [r["module"] for r in json.loads(captured.out)] == ["hif4_dot_rnone_s3_l64"]
+    assert "using " + str(tmp_path / "hif4_dot_rnone_s3_l64.v") in captured.err
+
+
+def test_manifest_option(tmp_path, capsys):
+    """``--manifest PATH`` uses that module; options that disagree with it are an error."""
+    man = str(RTL_DIR / "mxfp4_dot_r24_s3_l64.json")
+    assert main(["simulate", "--manifest", man, "--gemm", "8x256x8", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["module"] == "mxfp4_dot_r24_s3_l64"
+    assert captured.err.strip().endswith("mxfp4_dot_r24_s3_l64.v")
+    assert main(["estimate", "--manifest", man, "--json", "--gemm", "8x256x8"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["module"], r["area_per_mac_vs_mxfp4"] > 1) for r in rows] == \
+        [("mxfp4_dot_r24_s3_l64", True)]
+    assert main(["simulate", "--manifest", man, "--unit", "hif4", "--gemm", "8x256x8"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"hif4 simulate: error: --unit hif4 disagrees with manifest {man!r} "
+                   "(unit mxfp4); drop --unit or give another manifest"]

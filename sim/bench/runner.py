@@ -1,9 +1,11 @@
 """Build a generated unit with a simulator (cached) and run a bench job on it.
 
 One build folder per configuration and simulator: ``build/<sim>/<module>[_waves]/`` under
-the repository root. The generated Verilog is cached there too, keyed by a hash of the
-``hwgen`` sources, the Amaranth version and the parameters; the simulator build is keyed by
-a hash of the Verilog and the build arguments, so an unchanged configuration is neither
+the repository root (``<module>-<hash>`` for a file given as it is, see :func:`verify`).
+Generated Verilog is cached in ``build/rtl/<module>/``, keyed by a hash of the generator
+sources (:func:`generator_sources`: ``hwgen`` and every repository module it imports,
+``hif4spec`` included), the Amaranth version and the parameters; the simulator build is keyed
+by a hash of the Verilog and the build arguments, so an unchanged configuration is neither
 regenerated nor rebuilt.
 """
 
@@ -20,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["REPO", "SIMULATORS", "simulator_available", "generate_cached", "build",
-           "run_job", "verify", "make_stream"]
+__all__ = ["REPO", "SIMULATORS", "SimulatorError", "simulator_available", "generate_cached",
+           "build", "run_job", "verify", "make_stream"]
 
 REPO = Path(__file__).resolve().parents[2]
 SIMULATORS = ("verilator", "icarus")
@@ -57,15 +59,61 @@ def simulator_available(sim):
     if sim == "icarus":
         if shutil.which("iverilog") and shutil.which("vvp"):
             return True, ""
-        return False, "Icarus Verilog (iverilog, vvp) is not installed; skipping icarus"
+        return False, ("Icarus Verilog (iverilog, vvp) is not installed; install it "
+                       "(apt-get install iverilog) or use --sim verilator")
     return False, f"unknown simulator {sim!r}; choose from {', '.join(SIMULATORS)}"
 
 
-def _hwgen_key(unit, params):
+def generator_sources():
+    """Repository files the generators are made of: every ``hwgen/*.py`` and, transitively,
+    every repository module they import (``hif4spec``, any ``sim`` module), sorted.
+
+    Found by reading the import statements (``ast``), so the set does not depend on what the
+    calling process has imported.
+    """
+    import ast
+
+    def module_file(name):
+        base = REPO.joinpath(*name.split("."))
+        for cand in (base.with_suffix(".py"), base / "__init__.py"):
+            if cand.is_file():
+                return cand
+        return None
+
+    def imported(path):
+        package = path.relative_to(REPO).parts[:-1]
+        for node in ast.walk(ast.parse(path.read_bytes(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = list(package[:len(package) - node.level + 1]) if node.level else []
+                mod = base + (node.module.split(".") if node.module else [])
+                names = [".".join(mod)] + [".".join(mod + [a.name]) for a in node.names]
+            else:
+                continue
+            for name in names:
+                parts = name.split(".")
+                for k in range(1, len(parts) + 1):     # a package's __init__ runs too
+                    found = module_file(".".join(parts[:k]))
+                    if found is not None:
+                        yield found
+
+    todo = sorted((REPO / "hwgen").glob("*.py"))
+    seen = set(todo)
+    while todo:
+        for dep in imported(todo.pop()):
+            if dep not in seen:
+                seen.add(dep)
+                todo.append(dep)
+    return sorted(seen)
+
+
+def _generator_key(unit, params):
+    """Hash of the generator sources, the Amaranth version and the parameters."""
     import amaranth
     h = hashlib.sha256()
-    for path in sorted((REPO / "hwgen").glob("*.py")):
-        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    for path in generator_sources():
+        h.update(str(path.relative_to(REPO)).encode() + b"\0" + path.read_bytes())
     h.update(f"{amaranth.__version__}|{unit}|{sorted(params.items())}".encode())
     return h.hexdigest()
 
@@ -78,7 +126,7 @@ def generate_cached(unit, params, folder):
     from hwgen.units import build_unit
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    key = _hwgen_key(unit, params)
+    key = _generator_key(unit, params)
     stamp = folder / "gen.key"
     if not (stamp.exists() and stamp.read_text() == key):
         from hwgen.emit import unit_files
@@ -103,14 +151,26 @@ def _locked(path):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def build(verilog, module, *, sim="verilator", waves=False, build_root=None, log=None):
-    """Build ``verilog`` (top ``module``) with ``sim``; returns the build folder (cached)."""
+class SimulatorError(RuntimeError):
+    """A simulator build or run that failed; the message names its log file."""
+
+
+def build(verilog, module, *, sim="verilator", waves=False, build_root=None, log=None,
+          folder=None):
+    """Build ``verilog`` (top ``module``) with ``sim``; returns the build folder (cached).
+
+    The folder is ``build_root/<sim>/<folder>[_waves]`` (``folder`` defaults to ``module``).
+    A build that runs says so on stderr, one line before and one after (with its time); a
+    build that fails twice raises :class:`SimulatorError` naming its log.
+    """
     build_root = Path(build_root or REPO / "build")
-    with _locked(build_root / sim / f".{module}{'_waves' if waves else ''}.lock"):
+    folder = folder or module
+    with _locked(build_root / sim / f".{folder}{'_waves' if waves else ''}.lock"):
         try:
-            return _build(verilog, module, sim=sim, waves=waves, build_root=build_root, log=log)
-        except RuntimeError:
-            if not simulator_available(sim)[0]:
+            return _build(verilog, module, sim=sim, waves=waves, build_root=build_root, log=log,
+                          folder=folder)
+        except SimulatorError:
+            if sim != "verilator":
                 raise
             # Verilator's generated makefile occasionally loses its precompiled header under
             # `make -j` on a loaded machine ("Vtop__pch.h.slow: No such file"); one clean
@@ -118,7 +178,17 @@ def build(verilog, module, *, sim="verilator", waves=False, build_root=None, log
             # succeeded.
             print(f"verify: building {module} failed once; rebuilding from scratch",
                   file=sys.stderr)
-            return _build(verilog, module, sim=sim, waves=waves, build_root=build_root, log=log)
+            return _build(verilog, module, sim=sim, waves=waves, build_root=build_root, log=log,
+                          folder=folder)
+
+
+#: What a build usually takes here, said before it starts.
+BUILD_TIME = {"verilator": "usually 40-70 s", "icarus": "a few seconds"}
+
+#: Simulator time unit and precision given to simulators that need them: the generated
+#: Verilog has no `timescale, and Icarus' default precision (1 s) cannot represent the
+#: bench clock's 10 ns period.
+TIMESCALE = {"icarus": ("1ns", "1ps")}
 
 
 def _has_lz4():
@@ -128,13 +198,14 @@ def _has_lz4():
     return any(os.path.exists(os.path.join(d, "lz4.h")) for d in dirs)
 
 
-def _build(verilog, module, *, sim, waves, build_root, log):
+def _build(verilog, module, *, sim, waves, build_root, log, folder):
     from cocotb_tools.runner import get_runner
     ok, message = simulator_available(sim)
     if not ok:
         raise RuntimeError(message)
-    build_dir = build_root / sim / (module + ("_waves" if waves else ""))
+    build_dir = build_root / sim / (folder + ("_waves" if waves else ""))
     args = ["-Wno-WIDTH", "-O3"] if sim == "verilator" else []
+    timescale = TIMESCALE.get(sim)
     formats = [None]
     if waves and sim == "verilator":
         formats = ["fst", "vcd"] if _has_lz4() else ["vcd"]
@@ -144,7 +215,8 @@ def _build(verilog, module, *, sim, waves, build_root, log):
     text = Path(verilog).read_bytes()
     for fmt in formats:
         full = args + (["--trace-fst"] if fmt == "fst" else [])
-        key = hashlib.sha256(text + repr((sim, full, os.environ.get("MAKEFLAGS", ""), waves))
+        what = (sim, full, os.environ.get("MAKEFLAGS", ""), waves)
+        key = hashlib.sha256(text + repr(what + ((timescale,) if timescale else ()))
                              .encode()).hexdigest()
         stamp = build_dir / "build.key"
         if stamp.exists() and stamp.read_text() == key:
@@ -154,21 +226,37 @@ def _build(verilog, module, *, sim, waves, build_root, log):
         build_dir.mkdir(parents=True)
         source = build_dir / f"{module}.v"
         source.write_bytes(text)
-        log_file = log or build_dir / "build.log"
+        log_file = Path(log or build_dir / "build.log")
+        print(f"verify: building {module} with {sim}{' (waves)' if waves else ''} in "
+              f"{_shown(build_dir)} ({BUILD_TIME.get(sim, 'time unknown')}) ...",
+              file=sys.stderr, flush=True)
+        start = time.perf_counter()
         try:
             get_runner(sim).build(sources=[source], hdl_toplevel=module, build_dir=build_dir,
-                                  build_args=full, waves=waves, log_file=log_file)
-        except RuntimeError:
-            if fmt == "fst" and "lz4.h" in Path(log_file).read_text(errors="replace"):
+                                  build_args=full, waves=waves, log_file=log_file,
+                                  timescale=timescale)
+        except (RuntimeError, SystemExit) as exc:
+            if fmt == "fst" and "lz4.h" in log_file.read_text(errors="replace"):
                 print("verify: FST tracing needs the LZ4 headers (e.g. apt install "
                       "liblz4-dev), which are missing here; writing VCD instead",
                       file=sys.stderr)
                 continue
-            raise
+            raise SimulatorError(f"building {module} with {sim} failed ({exc}); see "
+                             f"{_shown(log_file)}") from None
         (build_dir / "waves.format").write_text(fmt or "")
         stamp.write_text(key)
+        print(f"verify: built {module} in {time.perf_counter() - start:.1f} s",
+              file=sys.stderr, flush=True)
         return build_dir
     raise RuntimeError("unreachable")
+
+
+def _shown(path):
+    """``path`` relative to the working folder when it is below it."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
 
 
 def run_job(build_dir, module, stream_payload, expected, out_steps, *, sim="verilator",
@@ -187,8 +275,12 @@ def run_job(build_dir, module, stream_payload, expected, out_steps, *, sim="veri
     np.savez(job, payload=stream_payload, expected=np.asarray(expected, dtype=np.uint64),
              out_steps=np.asarray(out_steps, dtype=np.int64), valid_prob=valid_prob,
              ready_prob=ready_prob, seed=seed, stop_on_mismatch=stop_on_mismatch,
-             max_cycles=max_cycles, progress=progress)
+             max_cycles=max_cycles)
     runner = get_runner(sim)
+    env = {"HIF4_BENCH_JOB": str(job), "HIF4_BENCH_RESULT": str(result),
+           "PYTHONPATH": os.pathsep.join([str(REPO)] + sys.path)}
+    if progress:
+        env["HIF4_BENCH_PROGRESS"] = str(work / "progress")
     test_args = []
     wave_file = None
     if waves and sim == "verilator":
@@ -196,18 +288,23 @@ def run_job(build_dir, module, stream_payload, expected, out_steps, *, sim="veri
         wave_file = build_dir / f"dump.{fmt}"
         test_args = ["--trace-file", str(wave_file)]
     _verilator_env()
-    try:
-        runner.test(test_module="sim.bench.tb", hdl_toplevel=module,
-                    hdl_toplevel_lang="verilog", build_dir=build_dir, seed=seed, waves=waves,
-                    test_args=test_args,
-                    extra_env={"HIF4_BENCH_JOB": str(job), "HIF4_BENCH_RESULT": str(result),
-                               "PYTHONPATH": os.pathsep.join([str(REPO)] + sys.path)},
-                    test_dir=work, log_file=work / "test.log",
-                    results_xml=str(work / "results.xml"))
-    except SystemExit:          # the runner exits when the cocotb test fails (a mismatch)
-        pass
+
+    def simulate():
+        try:
+            runner.test(test_module="sim.bench.tb", hdl_toplevel=module,
+                        hdl_toplevel_lang="verilog", build_dir=build_dir, seed=seed,
+                        waves=waves, test_args=test_args, extra_env=env, test_dir=work,
+                        log_file=work / "test.log", results_xml=str(work / "results.xml"))
+        except SystemExit:      # the runner exits when the cocotb test fails (a mismatch)
+            pass
+
+    if progress:
+        _watch(simulate, work / "progress", len(expected), f"verify: {sim}")
+    else:
+        simulate()
     if not result.exists():
-        raise RuntimeError(f"the simulation wrote no result; see {work / 'test.log'}")
+        raise SimulatorError(f"the simulation of {module} wrote no result; see "
+                             f"{_shown(work / 'test.log')}")
     out = json.loads(result.read_text())
     if out["mismatches"] or out["timeout"]:
         out["log"] = str(work / "test.log")     # kept for inspection
@@ -218,11 +315,56 @@ def run_job(build_dir, module, stream_payload, expected, out_steps, *, sim="veri
     return out
 
 
+def _watch(work, progress_file, total, what):
+    """Run ``work()`` in a thread while a progress bar follows the count of checked outputs
+    that the bench writes to ``progress_file``."""
+    import threading
+
+    from sim.progress import progress
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    done = 0
+    with progress(total, what, unit="out") as bar:
+        while done < total:
+            alive = thread.is_alive()
+            thread.join(0.5)
+            with contextlib.suppress(OSError, ValueError):
+                now = int(progress_file.read_text() or 0)
+                if now > done:
+                    bar.update(now - done)
+                    done = now
+            if not alive:
+                break
+    thread.join()
+
+
+#: VCD bytes per traced signal bit per simulated cycle: ``hif4 verify --unit nvfp4 --lanes 16
+#: --vectors 2000 --waves`` (37,786 signal bits) wrote 203,204,923 bytes in 8,206 cycles, 0.655
+#: (the named cases that open a stream toggle less: 500 steps gave 0.31); Verilator traces
+#: every signal.
+VCD_BYTES_PER_BIT_CYCLE = 0.65
+
+
+def waves_estimate(verilog, manifest, steps, valid_prob=1.0, ready_prob=1.0):
+    """Estimated VCD size in bytes of ``steps`` steps through ``verilog``: the traced signal
+    bits (every ``wire``/``reg`` declared) x the cycles (``ii`` per step, stretched by the
+    stall probabilities) x :data:`VCD_BYTES_PER_BIT_CYCLE`. FST files are smaller."""
+    import re
+
+    bits = 0
+    for m in re.finditer(rb"^\s*(?:wire|reg|input|output)\s*(?:signed\s*)?(\[(\d+):(\d+)\])?",
+                         Path(verilog).read_bytes(), re.M):
+        bits += abs(int(m.group(2)) - int(m.group(3))) + 1 if m.group(1) else 1
+    cycles = steps * manifest["ii"] / max(min(valid_prob, ready_prob), 0.05) + 100
+    return int(bits * cycles * VCD_BYTES_PER_BIT_CYCLE)
+
+
 def make_stream(unit, residual, vectors, seed, *, named=True):
-    """Exactly ``vectors`` steps: the named cases (if registered for ``unit``) first, then
-    random K-loops; a stream cut short ends with a ``last`` step."""
-    from sim.bench.cases import named_cases
-    from sim.bench.stimulus import concat, random_stream, take
+    """Exactly ``vectors`` steps: the named cases (``sim.stimulus.named_cases``, with the
+    hand-derived words of the checked ones) first, then random K-loops; a stream cut short
+    ends with a ``last`` step."""
+    from sim.stimulus import concat, named_cases, random_stream, take
     rng = np.random.default_rng(seed)
     parts = [steps for _, steps in named_cases(unit, residual)] if named else []
     have = sum(len(p["first"]) for p in parts)
@@ -231,24 +373,57 @@ def make_stream(unit, residual, vectors, seed, *, named=True):
     return take(concat(parts), vectors)
 
 
-def verify(unit, *, residual="none", stages=None, lanes=None, vectors=10000, seed=1,
+def verify(unit=None, *, residual=None, stages=None, lanes=None, vectors=10000, seed=1,
            sim="verilator", waves=False, valid_prob=0.9, ready_prob=0.9, named=True,
-           stream=None, progress=False, stop_on_mismatch=True):
-    """Generate (cached), build (cached) and run ``vectors`` steps; returns a summary dict.
+           stream=None, progress=False, stop_on_mismatch=True, rtl=None, build_root=None,
+           waves_limit=None):
+    """Build (cached) a unit and run ``vectors`` steps through it; returns a summary dict.
 
-    ``stream`` overrides the stimulus (a ``sim.bench.stimulus`` stream dict).
+    Without ``rtl`` the unit is generated (cached) from ``unit`` and the parameters (None
+    takes the default of :data:`hif4spec.DEFAULTS`). With ``rtl = (verilog_path, manifest)``
+    that file is simulated as it is, with the unit, parameters and payload offsets of its
+    manifest (parameters given here must agree with it); it is built in
+    ``build/<sim>/<module>-<hash>/``, named by its content, so an edited copy never replaces
+    the build of the original. ``stream`` overrides the stimulus (a
+    ``sim.stimulus`` stream dict). ``build_root`` replaces ``build/`` (generated Verilog
+    in ``<build_root>/rtl/``). With ``waves``, a waveform whose size
+    (:func:`waves_estimate`) would pass ``waves_limit`` bytes raises ``ValueError`` before
+    the build; the file written is said on stderr first.
     """
-    from hwgen.units import UNITS
-    from sim.bench.stimulus import expected_words, pack_payloads
-    params = dict(UNITS[unit].defaults)
-    params.update({k: v for k, v in (("residual", residual), ("stages", stages),
-                                     ("lanes", lanes)) if v is not None})
-    from hwgen.units import module_name
-    module = module_name(unit, params["residual"], params["stages"], params["lanes"])
+    from hif4spec import module_name, resolve
+    from sim.stimulus import expected_words, pack_payloads
     t0 = time.perf_counter()
-    verilog, manifest = generate_cached(unit, params, REPO / "build" / "rtl" / module)
+    build_root = Path(build_root or REPO / "build")
+    if rtl is None:
+        params = resolve(unit, residual=residual, stages=stages, lanes=lanes)
+        module = module_name(unit, **params)
+        verilog, manifest = generate_cached(unit, params, build_root / "rtl" / module)
+        folder = module
+    else:
+        verilog, manifest = Path(rtl[0]), rtl[1]
+        params = dict(manifest["parameters"])
+        given = {"unit": unit, "residual": residual, "stages": stages, "lanes": lanes}
+        have = {"unit": manifest["unit"], **params}
+        wrong = [k for k, v in given.items() if v is not None and v != have[k]]
+        if wrong:
+            raise ValueError(f"{wrong[0]} {given[wrong[0]]!r} disagrees with the manifest of "
+                             f"{verilog.name} ({wrong[0]} {have[wrong[0]]!r})")
+        unit, module = manifest["unit"], manifest["module"]
+        folder = f"{module}-{hashlib.sha256(verilog.read_bytes()).hexdigest()[:12]}"
     t_gen = time.perf_counter()
-    build_dir = build(verilog, module, sim=sim, waves=waves)
+    if waves:
+        count = vectors if stream is None else len(stream["first"])
+        size = waves_estimate(verilog, manifest, count, valid_prob, ready_prob)
+        if waves_limit is not None and size > waves_limit:
+            raise ValueError(f"--waves would write about {size / 1e6:,.0f} MB for {count} "
+                             f"steps (limit {waves_limit / 1e6:,.0f} MB); give fewer "
+                             "--vectors or a larger --waves-limit-mb")
+        kind = "fst" if _has_lz4() else "vcd"
+        where = build_root / sim / f"{folder}_waves" / f"dump.{kind}"
+        print(f"verify: writing waves to {_shown(where)} (about {size / 1e6:,.0f} MB as VCD"
+              f"{', less as FST' if kind == 'fst' else ''})", file=sys.stderr)
+    build_dir = build(verilog, module, sim=sim, waves=waves, folder=folder,
+                      build_root=build_root)
     t_build = time.perf_counter()
     if stream is None:
         stream = make_stream(unit, params["residual"], vectors, seed, named=named)
@@ -259,9 +434,9 @@ def verify(unit, *, residual="none", stages=None, lanes=None, vectors=10000, see
                      valid_prob=valid_prob, ready_prob=ready_prob, waves=waves,
                      progress=progress, stop_on_mismatch=stop_on_mismatch)
     t_run = time.perf_counter()
-    result.update(module=module, manifest=manifest, generate_s=t_gen - t0,
-                  build_s=t_build - t_gen, stimulus_s=t_stim - t_build, sim_s=t_run - t_stim,
-                  seconds=t_run - t0)
+    result.update(module=module, verilog=str(verilog), manifest=manifest,
+                  generate_s=t_gen - t0, build_s=t_build - t_gen,
+                  stimulus_s=t_stim - t_build, sim_s=t_run - t_stim, seconds=t_run - t0)
     if result["first_mismatch"] and result["first_mismatch"]["step"] is not None:
         k = result["first_mismatch"]["step"]
         result["first_mismatch"]["inputs"] = _step_inputs(stream, k)

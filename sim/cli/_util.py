@@ -1,39 +1,165 @@
-"""Shared helpers for CLI subcommands: error type, safe input loading, atomic output."""
+"""Shared helpers for CLI subcommands: error types, safe input loading, output paths checked
+before any work and written all or nothing, and the unit-selecting options (``--unit
+--residual --stages --lanes``, ``--rtl-dir``/``--manifest``) with their choices, defaults and
+help texts taken from :mod:`hif4spec`."""
 
 import contextlib
+import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 
-__all__ = ["CLIError", "atomic_output", "load_npy", "parse_choice_list"]
+from hif4spec import (DEFAULTS, LANES, RESIDUAL_MODES, STAGES, STEP_ELEMS, UNITS, check_params,
+                      unit_spec)
+
+__all__ = ["CLIError", "ToolError", "output_option", "check_output_file", "check_output_folder",
+           "make_folder", "write_files", "atomic_output", "load_npy", "parse_choice_list",
+           "add_unit_options", "unit_params", "unit_lists", "select_module", "read_manifest",
+           "say_using", "display_path"]
 
 
 class CLIError(Exception):
     """Bad input from the user; shown as one line, exit status 2."""
 
 
-@contextlib.contextmanager
-def atomic_output(path, mode="wb"):
-    """Open a temporary file beside ``path`` and move it into place only on success.
+class ToolError(Exception):
+    """A tool run that failed (a simulator build, say), named with its log; shown as one
+    line, exit status 1."""
 
-    A failure inside the ``with`` block leaves no file at ``path`` (nor a temporary).
+
+def output_option(parser, *flags, kind, **kwargs):
+    """``parser.add_argument`` for an option naming a file (``kind="file"``) or a folder
+    (``"folder"``) the command writes; the action is marked (``action.output = kind``) so
+    that the bad-use tests find every output option. Check its value with
+    :func:`check_output_file` / :func:`check_output_folder` before any work."""
+    if kind not in ("file", "folder"):
+        raise ValueError(f"kind must be 'file' or 'folder', not {kind!r}")
+    action = parser.add_argument(*flags, **kwargs)
+    action.output = kind
+    return action
+
+
+def _probe(folder, option, path):
+    """Create and remove a temporary file in ``folder``: the one test of writability that
+    holds for root too (permission bits do not stop root; a read-only mount does)."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".hif4-probe-", dir=folder)
+    except OSError as exc:
+        raise CLIError(f"{option} {str(path)!r}: cannot write in folder {str(folder)!r} "
+                       f"({exc.strerror or exc})") from None
+    os.close(fd)
+    os.unlink(tmp)
+
+
+def check_output_file(path, option="output"):
+    """Check, before any work, that ``path`` can be written as a file; returns it as a Path.
+
+    Refused: a path that is a folder, a folder that does not exist (it is not created), a
+    file standing where the folder should be, a folder the process cannot write in.
     """
     path = Path(path)
-    directory = path.parent if str(path.parent) else Path(".")
-    if not directory.is_dir():
-        raise CLIError(f"output folder {str(directory)!r} does not exist; create it first")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    if path.is_dir():
+        raise CLIError(f"{option} {str(path)!r} is a folder; give a file name")
+    folder = path.parent
+    if not folder.is_dir():
+        base = folder
+        while not base.exists() and base != base.parent:
+            base = base.parent
+        if base.exists() and not base.is_dir():
+            raise CLIError(f"{option} {str(path)!r}: {str(base)!r} is a file, not a folder")
+        raise CLIError(f"{option} {str(path)!r}: folder {str(folder)!r} does not exist; "
+                       "create it first")
+    _probe(folder, option, path)
+    return path
+
+
+def check_output_folder(path, option="output folder"):
+    """Check, before any work, that ``path`` is a writable folder or can be made as one
+    (its parent must exist: only the last level is created, by :func:`make_folder`)."""
+    path = Path(path)
+    if path.exists():
+        if not path.is_dir():
+            raise CLIError(f"{option} {str(path)!r} is a file, not a folder")
+        _probe(path, option, path)
+        return path
+    parent = path.parent
+    if not parent.is_dir():
+        base = parent
+        while not base.exists() and base != base.parent:
+            base = base.parent
+        if base.exists() and not base.is_dir():
+            raise CLIError(f"{option} {str(path)!r}: {str(base)!r} is a file, not a folder")
+        raise CLIError(f"{option} {str(path)!r}: folder {str(parent)!r} does not exist; "
+                       "create it first")
+    _probe(parent, option, path)
+    return path
+
+
+def make_folder(path):
+    """Create a folder checked by :func:`check_output_folder` (nothing if it exists)."""
     try:
-        with os.fdopen(fd, mode) as handle:
-            yield handle
+        Path(path).mkdir(exist_ok=True)
+    except OSError as exc:
+        raise CLIError(f"cannot create folder {str(path)!r} ({exc.strerror or exc})") from None
+
+
+def _temp_beside(path, data):
+    """Write ``data`` to a new temporary file in ``path``'s folder; returns its name."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)       # mkstemp makes 0600; give the usual mode
-        os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+    return tmp
+
+
+def write_files(items):
+    """Write every ``(path, bytes)`` of ``items``, or none of them.
+
+    Each is written to a temporary file beside its target first; only when all are written
+    are they moved into place. A failure removes the temporaries and any file already moved,
+    and is raised as :class:`CLIError`.
+    """
+    items = [(check_output_file(path), data) for path, data in items]
+    temps, moved = [], []
+    target = None
+    try:
+        for target, data in items:
+            temps.append((_temp_beside(target, data), target))
+        for tmp, target in temps:
+            os.replace(tmp, target)
+            moved.append(target)
+    except BaseException as exc:
+        for tmp, _ in temps:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        for done in moved:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(done)
+        if isinstance(exc, OSError):
+            raise CLIError(f"cannot write {str(target)!r} ({exc.strerror or exc})") from None
+        raise
+
+
+@contextlib.contextmanager
+def atomic_output(path, mode="wb"):
+    """Collect what the ``with`` block writes and put it at ``path`` (through
+    :func:`write_files`) only when the block succeeds; a failure leaves nothing at ``path``.
+    """
+    import io
+
+    path = check_output_file(path)
+    buffer = io.BytesIO() if "b" in mode else io.StringIO()
+    yield buffer
+    data = buffer.getvalue()
+    write_files([(path, data if isinstance(data, bytes) else data.encode())])
 
 
 def load_npy(path):
@@ -71,3 +197,163 @@ def parse_choice_list(text, choices, what):
         if item not in choices:
             raise CLIError(f"unknown {what} {item!r}; choose from {', '.join(choices)}")
     return items
+
+
+def _join(items):
+    return ", ".join(map(str, items))
+
+
+def add_unit_options(parser, *, several=False, rtl=None, unit_default=None, unit_note=None):
+    """Add ``--unit --residual --stages --lanes`` (and, with ``rtl``, ``--rtl-dir DIR`` and
+    ``--manifest PATH``) to ``parser``; read them back with :func:`unit_params` or
+    :func:`select_module`.
+
+    ``several``: ``--unit`` and ``--residual`` take comma-separated lists (default: every
+    unit; the residual modes of the standard set). ``rtl``: None (the command generates),
+    ``"generate"`` (the command reads generated files with ``--rtl-dir``/``--manifest`` and
+    generates without them) or ``"read"`` (the command always reads generated files,
+    ``rtl_out/`` by default). ``unit_default``: the ``--unit`` default of a single unit;
+    ``unit_note`` replaces "required" in its help when there is none.
+    """
+    per_unit = "; ".join(f"{u.name}: {'/'.join(u.residuals)}" for u in UNITS.values())
+    if several:
+        units, standard = ",".join(UNITS), ",".join(_standard_residuals())
+        parser.add_argument("--unit", default=None, metavar="LIST",
+                            help=f"comma-separated units of {_join(UNITS)} (default: {units})")
+        parser.add_argument("--residual", default=None, metavar="LIST",
+                            help=f"comma-separated residual modes of {_join(RESIDUAL_MODES)}; "
+                                 f"pairs a unit does not accept are left out ({per_unit}) "
+                                 f"(default: {standard})")
+    else:
+        default = f"default {unit_default}" if unit_default else unit_note or "required"
+        if rtl:
+            default += "; with --manifest: the manifest's"
+        # None when not given, so that --manifest can tell; the default is applied on use
+        parser.add_argument("--unit", default=None, metavar="{" + ",".join(UNITS) + "}",
+                            help=f"unit: {_join(UNITS)} ({default})")
+        parser.set_defaults(unit_default=unit_default)
+        parser.add_argument("--residual", default=None,
+                            metavar="{" + ",".join(RESIDUAL_MODES) + "}",
+                            help=f"residual input ({per_unit}; default {DEFAULTS['residual']})")
+    if rtl == "read":
+        when = "not given: any in the folder, if only one matches"
+    else:
+        when = f"default {{}}{'; with --rtl-dir: any, if only one matches' if rtl else ''}"
+    parser.add_argument("--stages", type=int, default=None,
+                        metavar="{" + ",".join(map(str, STAGES)) + "}",
+                        help=f"pipeline register stages, {STAGES[0]} to {STAGES[-1]} "
+                             f"({when.format(DEFAULTS['stages'])})")
+    parser.add_argument("--lanes", type=int, default=None,
+                        metavar="{" + ",".join(map(str, LANES)) + "}",
+                        help=f"element products per cycle, one of {_join(LANES)}; a step "
+                             f"takes {STEP_ELEMS}/lanes cycles ({when.format(DEFAULTS['lanes'])})")
+    if rtl:
+        group = parser.add_mutually_exclusive_group()
+        where = ("read the modules here instead of generating them" if rtl == "generate"
+                 else "folder with the generated modules and manifests (default: rtl_out/)")
+        pick = "one module per unit and residual" if several else "exactly one module"
+        group.add_argument("--rtl-dir", metavar="DIR", default=None,
+                           help=f"{where}; the options above pick {pick}")
+        group.add_argument("--manifest", metavar="PATH", default=None,
+                           help="use the module of this manifest (its .v beside it)")
+
+
+def _check(unit, residual=None, stages=None, lanes=None):
+    """Check the given parameters against the spec (defaults fill the others)."""
+    try:
+        unit_spec(unit)
+        check_params(unit, DEFAULTS["residual"] if residual is None else residual,
+                     DEFAULTS["stages"] if stages is None else stages,
+                     DEFAULTS["lanes"] if lanes is None else lanes)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+
+
+def unit_params(args):
+    """``(unit, {"residual", "stages", "lanes"})`` of a single-unit command, completed from
+    :data:`hif4spec.DEFAULTS` and checked."""
+    unit = args.unit or args.unit_default
+    if unit is None:
+        raise CLIError(f"give --unit NAME (one of {_join(UNITS)})")
+    _check(unit, args.residual, args.stages, args.lanes)
+    given = {"residual": args.residual, "stages": args.stages, "lanes": args.lanes}
+    return unit, {k: DEFAULTS[k] if v is None else v for k, v in given.items()}
+
+
+def _standard_residuals():
+    """The residual modes of the standard set, in ``RESIDUAL_MODES`` order."""
+    return [r for r in RESIDUAL_MODES if any(r in u.standard for u in UNITS.values())]
+
+
+def unit_lists(args):
+    """``(units, residuals)`` of a several-unit command (defaults: every unit, the residual
+    modes of the standard set), each checked against the spec."""
+    units = parse_choice_list(args.unit or ",".join(UNITS), tuple(UNITS), "unit")
+    residuals = parse_choice_list(args.residual or ",".join(_standard_residuals()),
+                                  RESIDUAL_MODES, "residual mode")
+    _check(units[0], stages=args.stages, lanes=args.lanes)
+    return units, residuals
+
+
+def display_path(path):
+    """``path`` relative to the working folder when it is below it."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def say_using(command, verilog):
+    """Tell the user (stderr, one line) which module a command uses."""
+    print(f"hif4 {command}: using {display_path(verilog)}", file=sys.stderr)
+
+
+def read_manifest(path):
+    """``(verilog_path, manifest)`` of a manifest file, or :class:`CLIError`."""
+    path = Path(path)
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise CLIError(f"cannot read manifest {str(path)!r}: {exc}") from None
+    if not isinstance(manifest, dict) or "unit" not in manifest or "module" not in manifest:
+        raise CLIError(f"{str(path)!r} is not a unit manifest (written by hif4 generate)")
+    verilog = path.with_name(f"{manifest['module']}.v")
+    if not verilog.is_file():
+        raise CLIError(f"manifest {str(path)!r} has no Verilog beside it ({verilog.name})")
+    return verilog, manifest
+
+
+def select_module(args, command):
+    """``(verilog_path, manifest)`` picked by a single-unit command's options from
+    ``--manifest`` or the manifests in ``--rtl-dir`` (default ``rtl_out/``); says which on
+    stderr. ``--residual`` not given means the default mode; ``--stages``/``--lanes`` not
+    given match any, and the options must leave exactly one module."""
+    from sim.cost.estimate import RTL_DIR, find_manifests, select_manifest
+
+    if args.manifest:
+        verilog, manifest = read_manifest(args.manifest)
+        par = manifest.get("parameters", {})
+        given = {"unit": args.unit, "residual": args.residual, "stages": args.stages,
+                 "lanes": args.lanes}
+        have = {"unit": manifest["unit"], **{k: par.get(k) for k in given if k != "unit"}}
+        for key, value in given.items():
+            if value is not None and value != have[key]:
+                raise CLIError(f"--{key} {value} disagrees with manifest {args.manifest!r} "
+                               f"({key} {have[key]}); drop --{key} or give another manifest")
+    else:
+        unit = args.unit or args.unit_default
+        if unit is None:
+            raise CLIError(f"give --unit NAME (one of {_join(UNITS)}) or --manifest PATH")
+        _check(unit, args.residual, args.stages, args.lanes)
+        rtl_dir = Path(args.rtl_dir) if args.rtl_dir else RTL_DIR
+        if not rtl_dir.is_dir():
+            raise CLIError(f"--rtl-dir {display_path(rtl_dir)!r} is not a folder")
+        residual = DEFAULTS["residual"] if args.residual is None else args.residual
+        try:
+            verilog, manifest = select_manifest(find_manifests(rtl_dir), unit, residual,
+                                                args.stages, args.lanes,
+                                                where=display_path(rtl_dir))
+        except LookupError as exc:
+            raise CLIError(str(exc)) from None
+    say_using(command, verilog)
+    return verilog, manifest

@@ -53,19 +53,24 @@ def run(args):
     if args.repeats < 1:
         raise CLIError(f"--repeats must be at least 1, not {args.repeats}")
 
-    def progress(text):
-        print(f"\r{text:<60s}", end="", file=sys.stderr, flush=True)
+    from sim.progress import progress
 
-    cpu = None if args.all_cores else bench.pin_one_core()
-    rows = bench.throughput(args.values, formats, args.repeats, args.seed,
-                            packed=not args.no_packed, progress=progress)
-    print("\r" + " " * 60 + "\r", end="", file=sys.stderr, flush=True)
+    # the two baselines, then fake_quantize (and quantize) per format
+    jobs = 2 + len(formats) * (1 if args.no_packed else 2)
+    with progress(jobs, "hif4 bench", unit="job") as bar:
+        def report(text):               # called as each job starts: the one before is done
+            bar.update(int(text[1:text.index("/")]) - 1 - bar.n)
+            bar.set_postfix_str(text.split("] ", 1)[-1], refresh=False)
+
+        cpu = None if args.all_cores else bench.pin_one_core()
+        rows = bench.throughput(args.values, formats, args.repeats, args.seed,
+                                packed=not args.no_packed, progress=report)
+        bar.update(jobs - bar.n)
     print(f"pinned to CPU {cpu}" if cpu is not None else "not pinned")
     print(bench.format_report(rows, args.values))
     if not args.no_mse:
-        progress("Gaussian MSE ratios")
+        print("hif4 bench: Gaussian MSE ratios ...", file=sys.stderr, flush=True)
         nv, mx = bench.gaussian_mse_ratios(seed=args.seed)
-        print("\r" + " " * 60 + "\r", end="", file=sys.stderr, flush=True)
         print("Gaussian MSE ratios (mean over sigma = 0.01 * 2^k, k = 3..16):")
         for name, got in (("nvfp4", nv), ("mxfp4", mx)):
             paper = bench.PAPER_RATIOS[name]

@@ -7,7 +7,7 @@
 
 import time
 
-from ._util import CLIError
+from ._util import CLIError, check_output_folder, output_option
 
 
 def register(subparsers):
@@ -19,38 +19,59 @@ def register(subparsers):
                     "comparison (hif4 estimate --synth).")
     parser.add_argument("--vectors", type=int, default=3000,
                         help="steps to verify per unit (default 3000)")
-    parser.add_argument("--out", default="rtl_out",
-                        help="folder for the generated Verilog and manifests (default rtl_out/)")
+    output_option(parser, "--out", kind="folder", default="rtl_out",
+                        help="folder for the generated Verilog and manifests (default rtl_out/; "
+                             "created if missing, its parent must exist)")
     parser.add_argument("--no-verify", action="store_true",
                         help="skip the cocotb + Verilator verification step")
     parser.set_defaults(func=run)
 
 
-def _step(title):
-    print(f"\n== {title}", flush=True)
+def _step(title, expect):
+    """Say what the next phase runs and how long it is expected to take."""
+    print(f"\n== {title}\n   {expect}", flush=True)
+
+
+def _verify_expect(unit, params, vectors):
+    """Expected time of one verification: the Verilator build, unless it is cached."""
+    from hif4spec import module_name
+    from sim.bench.runner import REPO
+
+    built = (REPO / "build" / "verilator" / module_name(unit, **params) / "build.key").exists()
+    build = ("cached build (a rebuild, if the Verilog changed, takes 40-70 s)" if built
+             else "Verilator build first, usually 40-70 s")
+    return f"expected: {build}, then about {max(1, vectors // 1000)} s of simulation"
 
 
 def run(args):
     from . import main
-    from hwgen.units import standard_set
+    from hif4spec import standard_set
+    from sim.bench.runner import REPO
 
     if args.vectors < 1:
         raise CLIError(f"--vectors must be a positive number of steps, not {args.vectors}")
+    check_output_folder(args.out, "--out")
+    if not args.no_verify:
+        check_output_folder(REPO / "build", "the build folder")
+    configs = standard_set()
     started = time.monotonic()
-    _step(f"hif4 generate --all --out {args.out}")
+    _step(f"hif4 generate --all --out {args.out}",
+          f"expected: 10-60 s ({len(configs)} units from the Amaranth generators)")
     if main(["generate", "--all", "--out", args.out]):
         return 1
     if not args.no_verify:
-        for unit, params in standard_set():
+        for n, (unit, params) in enumerate(configs, 1):
             argv = ["verify", "--unit", unit, "--residual", params["residual"],
                     "--stages", str(params["stages"]), "--lanes", str(params["lanes"]),
                     "--vectors", str(args.vectors)]
-            _step("hif4 " + " ".join(argv))
+            _step(f"[{n}/{len(configs)}] hif4 " + " ".join(argv),
+                  _verify_expect(unit, params, args.vectors))
             status = main(argv)
             if status:
                 print(f"demo: verification of {unit} ({params['residual']}) failed")
                 return status
-    _step(f"hif4 estimate --synth --rtl-dir {args.out}")
+    _step(f"hif4 estimate --synth --rtl-dir {args.out}",
+          "expected: a few seconds (synthesis areas from the checked-in table)")
     status = main(["estimate", "--synth", "--rtl-dir", args.out])
     print(f"\ndemo finished in {time.monotonic() - started:.0f} s")
     return status

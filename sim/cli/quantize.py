@@ -4,7 +4,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from ._util import CLIError, atomic_output, load_npy, parse_choice_list
+from ._util import (CLIError, check_output_file, load_npy, output_option, parse_choice_list,
+                    write_files)
 
 FORMAT_NAMES = ("hif4", "mxfp4", "nvfp4", "hif8", "bf16")
 MODE_NAMES = ("2:4", "dense", "channel50", "block32x64")
@@ -55,10 +56,10 @@ def register(subparsers):
                         "With --compare, a comma-separated list limits the modes shown")
     p.add_argument("--no-tensor-scale", action="store_true",
                    help="nvfp4: switch the per-tensor FP32 scale off (T = 1)")
-    p.add_argument("--output", "-o", metavar="Y.npy",
+    output_option(p, "--output", "-o", kind="file", metavar="Y.npy",
                    help="write the fake-quantized (with --resq: corrected) array as .npy, "
                         "same shape and dtype as the input")
-    p.add_argument("--packed", metavar="OUT.bin",
+    output_option(p, "--packed", kind="file", metavar="OUT.bin",
                    help="write the packed bytes (to_bytes(), docs/formats.md section 1) of "
                         "the main quantized tensor; with --resq also the residual beside it "
                         "as OUT.residual.bin: hif4 2:4 in the 224-bit packed 2:4 layout (28 "
@@ -178,13 +179,15 @@ def run(args):
     mode = _check_mode(args.resq) if args.resq is not None else None
     if args.no_tensor_scale and fmt != "nvfp4":
         raise CLIError("--no-tensor-scale applies to --format nvfp4 only")
-    outputs = [p for p in (args.output, args.packed) if p]
+    outputs = [(option, p) for option, p in (("--output", args.output),
+                                              ("--packed", args.packed)) if p]
     if mode and args.packed:
-        outputs.append(_residual_path(args.packed))
-    for p in outputs:                   # fail before writing anything
-        folder = Path(p).parent
-        if not folder.is_dir():
-            raise CLIError(f"output folder {str(folder)!r} does not exist; create it first")
+        outputs.append(("--packed (residual)", _residual_path(args.packed)))
+    for option, p in outputs:           # fail before doing anything
+        check_output_file(p, option)
+    if len({Path(p).resolve() for _, p in outputs}) < len(outputs):
+        raise CLIError("the output files must differ: "
+                       + ", ".join(f"{option} {str(p)!r}" for option, p in outputs))
     x = _load(args)
     from sim.formats import FORMATS, quantize
     from sim.formats.resq import resq
@@ -223,9 +226,8 @@ def run(args):
         if mode:
             data, word = _residual_bytes(out)
             blobs.append((str(_residual_path(args.packed)), data, word))
+    write_files([(path, data) for path, data, _ in blobs])
     for path, data, word in blobs:
-        with atomic_output(path) as handle:
-            handle.write(data)
         print(f"wrote {path} ({len(data)} bytes, {word})")
     return 0
 
@@ -243,13 +245,13 @@ def run_compare(args):
     from sim.formats import FORMATS, quantize
     from sim.formats.resq import resq
 
+    from sim.progress import progress
+
     rows = []
     jobs = [(f, m) for f in FORMAT_NAMES for m in [None] + modes]
-    tty = sys.stderr.isatty()
-    for k, (fmt, mode) in enumerate(jobs):
-        if tty:
-            print(f"\r[{k + 1}/{len(jobs)}] {fmt} {mode or 'none'}".ljust(40), end="",
-                  file=sys.stderr, flush=True)
+    bar = progress(len(jobs), "hif4 quantize", enabled=sys.stderr.isatty(), unit="row")
+    for fmt, mode in jobs:
+        bar.set_postfix_str(f"{fmt} {mode or 'none'}", refresh=False)
         opts = {"tensor_scale": not args.no_tensor_scale} if fmt == "nvfp4" else {}
         try:
             if mode:
@@ -259,8 +261,8 @@ def run_compare(args):
         except ValueError as exc:
             raise CLIError(str(exc)) from None
         rows.append((fmt, mode or "none", FORMATS[fmt].bits_per_value, error_stats(x, y)))
-    if tty:
-        print("\r".ljust(41) + "\r", end="", file=sys.stderr, flush=True)
+        bar.update()
+    bar.close()
     print(f"input {args.input}: {x.size} values, shape {x.shape}, dtype {x.dtype}, "
           f"axis {args.axis}")
     head = (f"{'format':<7} {'resq':<11} {'bits':>5} {'MSE':>13} {'SNR dB':>9} "

@@ -2,8 +2,9 @@
 BF16 or FP4 training, Rollout-ResQ) on a tiny transformer learning addition."""
 
 import sys
+from pathlib import Path
 
-from ._util import CLIError, atomic_output, parse_choice_list
+from ._util import CLIError, check_output_file, output_option, parse_choice_list, write_files
 
 FP4_FORMATS = ("hif4", "mxfp4", "nvfp4")
 
@@ -19,8 +20,9 @@ def register(subparsers):
                     "table (accuracy, gap to BF16, rollout-train mismatch, activation underflow "
                     "per layer type); progress goes to stderr.")
     p.add_argument("--quick", action="store_true",
-                   help="tiny settings (2-digit addition, 3 GRPO steps, one seed): every "
-                        "configuration in a few minutes; used by the test suite")
+                   help="smoke run, not a result: tiny settings (2-digit addition, 3 GRPO "
+                        "steps, one seed), every configuration in a few minutes; used by the "
+                        "test suite")
     p.add_argument("--seeds", default=None,
                    help="comma-separated seeds (default: 0 with --quick, else 0,1,2)")
     p.add_argument("--formats", default=",".join(FP4_FORMATS),
@@ -33,10 +35,10 @@ def register(subparsers):
                    help="worker processes running configurations in parallel (default 1)")
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads per process (default 1; tiny GEMMs gain nothing from more)")
-    p.add_argument("--json", metavar="FILE", help="write the full results (per run and summary) "
-                                                  "as JSON")
-    p.add_argument("--plot", metavar="FILE.png", help="write accuracy vs step per configuration "
-                                                      "as a PNG plot")
+    output_option(p, "--json", kind="file", metavar="FILE",
+                  help="write the full results (per run and summary) as JSON")
+    output_option(p, "--plot", kind="file", metavar="FILE.png",
+                  help="write accuracy vs step per configuration as a PNG plot")
     p.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=run)
 
@@ -67,6 +69,11 @@ def run(args):
     seeds = _int_list(args.seeds or ("0" if args.quick else "0,1,2"), "seeds")
     if args.plot and not args.plot.endswith(".png"):
         raise CLIError(f"--plot writes PNG: give a file name ending in .png, not {args.plot!r}")
+    for option in ("json", "plot"):
+        if getattr(args, option):
+            check_output_file(getattr(args, option), f"--{option}")
+    if args.json and args.plot and Path(args.json).resolve() == Path(args.plot).resolve():
+        raise CLIError(f"--json and --plot name the same file {args.json!r}")
 
     from sim.rl import grpo
 
@@ -80,14 +87,22 @@ def run(args):
     results = grpo.run_experiment(settings, configs, seeds, progress=not args.quiet,
                                   jobs=args.jobs, threads=args.threads)
     wall = results.pop("wall_s")
+    if args.quick:
+        print(f"SMOKE RUN (--quick: {settings.steps} GRPO steps, {len(seeds)} seed(s), tiny "
+              "model): this table shows that every configuration runs, it is not a result; "
+              "run without --quick for the experiment")
     sys.stdout.write(grpo.format_table(results))
     print(f"hif4 rl: {len(configs)} configurations x {len(seeds)} seed(s) in {wall:.0f} s",
           file=sys.stderr)
+    outputs = []
     if args.json:
-        with atomic_output(args.json, "w") as handle:
-            json.dump(results, handle, indent=1, sort_keys=False)
-            handle.write("\n")
+        outputs.append((args.json, (json.dumps(results, indent=1, sort_keys=False) + "\n")
+                        .encode()))
     if args.plot:
-        with atomic_output(args.plot, "wb") as handle:
-            grpo.plot_curves(results, handle)
+        import io
+
+        buffer = io.BytesIO()
+        grpo.plot_curves(results, buffer)
+        outputs.append((args.plot, buffer.getvalue()))
+    write_files(outputs)
     return 0

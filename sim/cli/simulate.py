@@ -2,8 +2,8 @@
 
 import math
 
-from ._util import CLIError
-from .estimate import RESIDUALS, UNITS, parse_array, parse_bandwidth, parse_gemm
+from ._util import CLIError, ToolError, add_unit_options, check_output_folder, select_module
+from .estimate import check_array_steps, parse_array, parse_bandwidth, parse_gemm
 
 
 def register(subparsers):
@@ -15,9 +15,7 @@ def register(subparsers):
                     "values are the golden model's bit-true GEMM. With --rtl the same step "
                     "stream and stall pattern also run through the Verilated unit (cocotb) "
                     "and both cycle counts and outputs are compared.")
-    p.add_argument("--unit", required=True, choices=UNITS, help="unit format")
-    p.add_argument("--residual", default="none", choices=RESIDUALS,
-                   help="activation residual path (default: none)")
+    add_unit_options(p, rtl="read")
     p.add_argument("--gemm", required=True, help="GEMM size MxKxN, e.g. 64x1024x64")
     p.add_argument("--array", default="4x4", help="array of R x C units (default: 4x4)")
     p.add_argument("--bandwidth", default="inf",
@@ -30,52 +28,51 @@ def register(subparsers):
                    help="also run the workload through the Verilated unit and compare "
                         "(slow: keep the GEMM small)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.add_argument("--rtl-dir", default=None,
-                   help="folder with the generated modules and manifests (default: rtl_out/)")
     p.set_defaults(func=run)
 
 
 def run(args):
     import json
 
-    from sim.cost.estimate import RTL_DIR, find_manifests, select_manifest
     from sim.cyclesim import UnitTiming, simulate_gemm
 
     gemm = parse_gemm(args.gemm)
     array = parse_array(args.array)
     bandwidth = parse_bandwidth(args.bandwidth)
-    if args.unit == "nvfp4" and args.residual != "none":
-        raise CLIError("NVFP4 units have no residual input; use --residual none")
     if args.buffer_steps < 1:
         raise CLIError(f"--buffer-steps must be >= 1, not {args.buffer_steps}")
-    steps = -(-gemm[0] // array[0]) * -(-gemm[2] // array[1]) * -(-gemm[1] // 64)
-    if steps > 5_000_000:
-        raise CLIError(f"--gemm {args.gemm} on --array {args.array} needs {steps} array "
-                       "steps; use a larger array or a smaller GEMM (at most 5,000,000)")
+    check_array_steps(args, gemm, array)
     if gemm[0] * gemm[2] > 4_000_000:
         raise CLIError(f"--gemm {args.gemm} has {gemm[0] * gemm[2]} outputs; at most "
                        "4,000,000 are computed bit-true")
-    rtl_dir = args.rtl_dir or RTL_DIR
-    sel = select_manifest(find_manifests(rtl_dir), args.unit, args.residual)
-    if sel is None:
-        raise CLIError(f"no generated module for unit {args.unit!r} with residual "
-                       f"{args.residual!r} in {rtl_dir}; run `hif4 generate --all` first")
-    verilog, manifest = sel
+    if args.rtl:
+        from hif4spec import STEP_ELEMS
+
+        unit_steps = gemm[0] * gemm[2] * -(-gemm[1] // STEP_ELEMS)
+        if unit_steps > 20000:
+            raise CLIError(f"--rtl runs {unit_steps} unit steps through cocotb; keep it "
+                           "under 20000 (a smaller GEMM)")
+    verilog, manifest = select_module(args, "simulate")
+    if args.rtl:
+        from sim.bench.runner import REPO
+
+        check_output_folder(REPO / "build", "the build folder")
     timing = UnitTiming.from_manifest(manifest)
-    rep = simulate_gemm(args.unit, *gemm, residual=args.residual, array=array,
-                        bandwidth=bandwidth, timing=timing, buffer_steps=args.buffer_steps,
-                        seed=args.seed)
+    rep = simulate_gemm(manifest["unit"], *gemm, residual=manifest["parameters"]["residual"],
+                        array=array, bandwidth=bandwidth, timing=timing,
+                        buffer_steps=args.buffer_steps, seed=args.seed)
     out = rep.to_json()
     out["module"] = manifest["module"]
     if math.isinf(bandwidth):
         out["bandwidth_bytes_per_cycle"] = None
     if args.rtl:
+        from sim.bench.runner import SimulatorError
         from sim.cost import rtlcheck
 
-        if rep.unit_steps > 20000:
-            raise CLIError(f"--rtl runs {rep.unit_steps} unit steps through cocotb; keep it "
-                           "under 20000 (a smaller GEMM or array)")
-        res = rtlcheck.check_gemm_against_rtl(verilog, manifest, rep, seed=args.seed)
+        try:
+            res = rtlcheck.check_gemm_against_rtl(verilog, manifest, rep, seed=args.seed)
+        except SimulatorError as exc:
+            raise ToolError(str(exc)) from None
         out["rtl"] = res
     if args.json:
         print(json.dumps(out, indent=1, sort_keys=True))

@@ -2,31 +2,41 @@
 
 import sys
 
-from ._util import CLIError
+from ._util import (CLIError, ToolError, add_unit_options, check_output_folder, display_path,
+                    output_option, say_using, select_module, unit_params)
+
+#: ``--waves-limit-mb`` default: the largest waveform written without asking.
+WAVES_LIMIT_MB = 300
 
 
 def register(subparsers):
     p = subparsers.add_parser(
         "verify", help="check a generated unit against the golden model in cocotb",
-        description="Generate (cached) and build (cached, build/<sim>/<module>/) a unit, then "
-                    "drive random K-loops and named edge cases through it with random stalls "
-                    "on valid and ready, checking every output word against sim.dot.run_steps. "
+        description="Generate (cached) and build (cached, build/<sim>/<module>/) a unit, or "
+                    "with --rtl-dir/--manifest build the generated Verilog file itself "
+                    "(build/<sim>/<module>-<hash>/) with the payload offsets of its manifest; "
+                    "then drive random K-loops and named edge cases through it with random "
+                    "stalls on valid and ready, checking every output word against "
+                    "sim.dot.run_steps and no output earlier than the manifest's latency. "
                     "Exits 1 on the first mismatch, printing the step's inputs and the "
                     "expected and actual words.")
-    p.add_argument("--unit", default="hif4", help="unit to verify (default hif4)")
-    p.add_argument("--residual", default=None, choices=["none", "2:4", "dense"],
-                   help="residual input (default none)")
-    p.add_argument("--stages", type=int, default=None, help="pipeline stages (unit default)")
-    p.add_argument("--lanes", type=int, default=None, choices=[16, 32, 64],
-                   help="element products per cycle (default 64)")
+    add_unit_options(p, rtl="generate", unit_default="hif4")
     p.add_argument("--vectors", type=int, default=10000,
                    help="steps to simulate, named cases included (default 10000)")
     p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     p.add_argument("--sim", default="verilator", choices=["verilator", "icarus"],
-                   help="simulator (default verilator; icarus is skipped if not installed)")
+                   help="simulator (default verilator; icarus needs iverilog and vvp on PATH)")
     p.add_argument("--waves", action="store_true",
-                   help="write a waveform: build/<sim>/<module>_waves/dump.fst (dump.vcd when "
-                        "the LZ4 headers FST needs are missing)")
+                   help="write a waveform: BUILD/<sim>/<module>[-<hash>]_waves/dump.fst "
+                        "(dump.vcd when the LZ4 headers FST needs are missing); its size is "
+                        "estimated first (a 16-lane NVFP4 unit: about 25 kB per cycle, 1.1 GB "
+                        "as VCD for 10000 steps)")
+    p.add_argument("--waves-limit-mb", type=float, default=WAVES_LIMIT_MB, metavar="MB",
+                   help=f"refuse --waves when the estimated VCD size passes MB megabytes "
+                        f"(default {WAVES_LIMIT_MB})")
+    output_option(p, "--build-dir", kind="folder", default=None, metavar="DIR",
+                   help="folder for generated Verilog and simulator builds (default: build/ "
+                        "in the repository; created if missing, its parent must exist)")
     p.add_argument("--valid-prob", type=float, default=0.9,
                    help="probability the driver offers a step in a cycle (default 0.9)")
     p.add_argument("--ready-prob", type=float, default=0.9,
@@ -35,36 +45,39 @@ def register(subparsers):
 
 
 def run(args):
-    from hwgen.units import UNITS
-    from sim.bench.runner import simulator_available, verify
+    from sim.bench.runner import REPO, SimulatorError, simulator_available, verify
 
-    if args.unit not in UNITS:
-        raise CLIError(f"unknown unit {args.unit!r}; choose from {', '.join(sorted(UNITS))}")
     if args.vectors < 1:
         raise CLIError(f"--vectors must be at least 1, not {args.vectors}")
+    if not args.waves_limit_mb > 0:
+        raise CLIError(f"--waves-limit-mb must be a positive number, not {args.waves_limit_mb}")
     for name in ("valid_prob", "ready_prob"):
         value = getattr(args, name)
         if not 0 < value <= 1:
             raise CLIError(f"--{name.replace('_', '-')} must be in (0, 1], not {value}")
-    ok, message = simulator_available(args.sim)
-    if not ok:
-        if args.sim == "icarus":
-            print(f"hif4 verify: {message}", file=sys.stderr)
-            return 0
-        raise CLIError(message)
     if args.waves and args.sim != "verilator":
         raise CLIError("--waves is supported with --sim verilator only")
-    residual = args.residual or UNITS[args.unit].defaults["residual"]
-    if residual not in UNITS[args.unit].residuals:
-        raise CLIError(f"unit {args.unit} supports residual "
-                       f"{', '.join(UNITS[args.unit].residuals)}, not {residual!r}")
+    build_root = check_output_folder(args.build_dir or REPO / "build", "--build-dir")
+    if args.rtl_dir or args.manifest:
+        rtl = select_module(args, "verify")
+        unit, params = None, {}
+    else:
+        rtl = None
+        unit, params = unit_params(args)
+    ok, message = simulator_available(args.sim)
+    if not ok:
+        raise CLIError(message)
     try:
-        result = verify(args.unit, residual=residual, stages=args.stages, lanes=args.lanes,
-                        vectors=args.vectors, seed=args.seed, sim=args.sim, waves=args.waves,
-                        valid_prob=args.valid_prob, ready_prob=args.ready_prob, progress=True)
+        result = verify(unit, **params, vectors=args.vectors, seed=args.seed, sim=args.sim,
+                        waves=args.waves, valid_prob=args.valid_prob,
+                        ready_prob=args.ready_prob, progress=True, rtl=rtl,
+                        build_root=build_root, waves_limit=args.waves_limit_mb * 1e6)
     except ValueError as exc:
         raise CLIError(str(exc)) from None
-    print(file=sys.stderr)
+    except SimulatorError as exc:
+        raise ToolError(str(exc)) from None
+    if rtl is None:
+        say_using("verify", result["verilog"])
     steps = result["transferred"]
     rate = steps / result["sim_s"] if result["sim_s"] > 0 else float("inf")
     print(f"{result['module']}: {steps} steps checked ({result['checked']} outputs), "
@@ -72,9 +85,14 @@ def run(args):
           f"(generate {result['generate_s']:.1f}, build {result['build_s']:.1f}, "
           f"simulate {result['sim_s']:.1f}), {rate:.0f} steps/s, {result['cycles']} cycles")
     if result.get("waves"):
-        print(f"waves: {result['waves']}")
+        print(f"waves: {display_path(result['waves'])}")
     if result["timeout"]:
         print(f"FAIL: timeout after {result['cycles']} cycles", file=sys.stderr)
+        return 1
+    latency = result["manifest"]["latency"]
+    if result["latency_min"] is not None and result["latency_min"] < latency:
+        print(f"FAIL: an output came {result['latency_min']} cycles after its last step, "
+              f"before the manifest's latency {latency}")
         return 1
     if result["mismatches"]:
         bad = result["first_mismatch"]

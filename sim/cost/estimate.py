@@ -1,7 +1,8 @@
 """Area / throughput comparison of the generated units (the engine of ``hif4 estimate``).
 
-A configuration is a (unit, residual) pair; its module is the generated Verilog in
-``rtl_out/`` whose manifest has that unit and residual (the standard set). For each one the
+A configuration is a (unit, residual) pair; its module is the one generated Verilog file in
+``rtl_out/`` (or another folder) whose manifest has that unit and residual and the stages and
+lanes asked for (:func:`select_manifest`: never a guess between several). For each one the
 comparison gives the model area (:mod:`sim.area_model`), optionally the synthesized area
 (:mod:`sim.cost.synth`, looked up in the checked-in table first), the longest path, the
 MACs per cycle, the cycles of a GEMM on an R x C array (:mod:`sim.cyclesim`) and the figures
@@ -34,16 +35,36 @@ def find_manifests(rtl_dir=RTL_DIR):
     return found
 
 
-def select_manifest(manifests, unit, residual):
-    """The manifest of ``unit`` with ``residual`` (the one with the most lanes, then the
-    fewest stages, when several are present), or None."""
-    cands = [(v, m) for v, m in manifests if m["unit"] == unit
-             and m.get("parameters", {}).get("residual", "none") == residual]
+def select_manifest(manifests, unit, residual=None, stages=None, lanes=None, *,
+                    where=None):
+    """The one ``(verilog_path, manifest)`` of ``manifests`` matching the given parameters.
+
+    A parameter left None matches any value. No match, or more than one, raises
+    ``LookupError`` with a one-line message naming the candidates and, for several, the
+    option (``--residual``, ``--stages``, ``--lanes``) that tells them apart; ``where`` (a
+    folder) is named in the message.
+    """
+    want = {"residual": residual, "stages": stages, "lanes": lanes}
+    of_unit = [(v, m) for v, m in manifests if m.get("unit") == unit]
+    cands = [(v, m) for v, m in of_unit
+             if all(x is None or m.get("parameters", {}).get(k) == x for k, x in want.items())]
+    if len(cands) == 1:
+        return cands[0]
+    given = ", ".join([f"unit {unit}"] + [f"{k} {x}" for k, x in want.items() if x is not None])
+    place = f" in {_rel(where)}" if where is not None else ""
     if not cands:
-        return None
-    cands.sort(key=lambda vm: (-vm[1]["parameters"].get("lanes", 64),
-                               vm[1]["parameters"].get("stages", 0), vm[1]["module"]))
-    return cands[0]
+        have = ", ".join(Path(v).name for v, _ in of_unit) or "none"
+        command = "hif4 generate " + " ".join(
+            [f"--unit {unit}"] + [f"--{k} {x}" for k, x in want.items() if x is not None]
+            + ([f"--out {_rel(where)}"] if where is not None else []))
+        raise LookupError(f"no generated module for {given}{place} (modules of {unit}: "
+                          f"{have}); make it with `{command}`")
+    differ = [k for k in ("residual", "stages", "lanes")
+              if want[k] is None and len({m["parameters"].get(k) for _, m in cands}) > 1]
+    names = ", ".join(Path(v).name for v, _ in cands)
+    pick = " or ".join(f"--{k}" for k in differ) or "--manifest"
+    raise LookupError(f"{len(cands)} generated modules match {given}{place}: {names}; "
+                      f"pick one with {pick}")
 
 
 def _rel(path):
@@ -53,92 +74,121 @@ def _rel(path):
         return str(path)
 
 
-def estimate_rows(units, residuals, *, gemm=(256, 2048, 256), array=(4, 4), freq_ghz=1.0,
-                  bandwidth=math.inf, synth=False, rtl_dir=RTL_DIR, progress=None,
-                  synth_backend=None):
-    """One dict per (unit, residual) configuration found; see ``hif4 estimate --help``.
+def estimate_rows(units, residuals, *, stages=None, lanes=None, gemm=(256, 2048, 256),
+                  array=(4, 4), freq_ghz=1.0, bandwidth=math.inf, synth=False, rtl_dir=RTL_DIR,
+                  manifests=None, progress=None, synth_backend=None):
+    """One dict per (unit, residual) configuration; see ``hif4 estimate --help``.
 
-    Baselines (MXFP4 and NVFP4 without residual) are evaluated even when not listed, for the
-    ratio columns. Raises ``LookupError`` when a requested configuration has no module, and
+    The pairs are ``units`` x ``residuals`` less those a unit does not accept
+    (:func:`hif4spec.residuals_of`); each pair's module is picked by :func:`select_manifest`
+    from ``manifests`` (default: :func:`find_manifests` of ``rtl_dir``) with ``stages`` and
+    ``lanes``. The ratio columns compare against MXFP4 and NVFP4 without residual at the
+    row's stages and lanes (None when that module is not there). Raises ``LookupError`` when
+    no pair is left or a pair has no module or several, and
     :class:`~sim.cost.synth.SynthError` when ``synth`` needs a Yosys run (a module not in the
     table) that fails; ``synth_backend`` picks the Yosys build for such runs.
     """
-    from sim import area_model
-    from sim.cost import synth as synth_mod
-    from sim.cost import table as table_mod
-    from sim.cyclesim import UnitTiming, simulate_gemm
+    from hif4spec import residuals_of
 
-    manifests = find_manifests(rtl_dir)
-    wanted = [(u, r) for u in units for r in residuals if not (u == "nvfp4" and r != "none")]
+    if manifests is None:
+        manifests = find_manifests(rtl_dir)
+    wanted = [(u, r) for u in units for r in residuals if r in residuals_of(u)]
     if not wanted:
-        raise LookupError("no configuration left: NVFP4 has no residual path")
-    base = [("mxfp4", "none"), ("nvfp4", "none")]
-    todo = wanted + [b for b in base if b not in wanted]
-    tab = table_mod.load_table()
-    rows, total = [], len(todo)
-    m, k, n = gemm
-    R, C = array
-    for idx, (unit, residual) in enumerate(todo):
+        accepts = "; ".join(f"{u} accepts {', '.join(residuals_of(u))}" for u in units)
+        raise LookupError(f"no configuration left: residual {', '.join(residuals)} is not a "
+                          f"mode of the units given ({accepts})")
+    chosen = [select_manifest(manifests, u, r, stages, lanes, where=rtl_dir)
+              for u, r in wanted]
+    base_units = ("mxfp4", "nvfp4")
+    bases = {}
+    for _, man in chosen:
+        par = man["parameters"]
+        for name in base_units:
+            key = (name, par["stages"], par["lanes"])
+            if key not in bases:
+                try:
+                    bases[key] = select_manifest(manifests, name, "none", *key[1:])
+                except LookupError:
+                    bases[key] = None
+    todo = {m["module"]: (v, m) for v, m in chosen}
+    for sel in bases.values():
+        if sel is not None:
+            todo.setdefault(sel[1]["module"], sel)
+    todo = list(todo.values())
+    tab = _synth_table()
+    rows = {}
+    for idx, (verilog, manifest) in enumerate(todo):
         if progress:
-            progress(idx, total, f"{unit} {residual}")
-        sel = select_manifest(manifests, unit, residual)
-        if sel is None:
-            if (unit, residual) in wanted:
-                raise LookupError(f"no generated module for unit {unit!r} with residual "
-                                  f"{residual!r} in {_rel(rtl_dir)}; run `hif4 generate "
-                                  "--all` first")
-            continue
-        verilog, manifest = sel
-        est = area_model.estimate_manifest(manifest)
-        text = verilog.read_text()
-        entry = tab.get(synth_mod.verilog_sha256(text))
-        area_synth = None
-        longest = entry["longest_path"] if entry else None
-        if synth:
-            if entry is None:
-                res = synth_mod.synthesize(verilog, manifest["module"], backend=synth_backend)
-                area_synth, longest = res.nand2, res.longest_path
-            else:
-                area_synth = entry["nand2"]
-        timing = UnitTiming.from_manifest(manifest)
-        rep = simulate_gemm(unit, m, k, n, residual=residual, array=array,
-                            bandwidth=bandwidth, timing=timing, compute=False)
-        macs_unit = 64 / timing.ii
-        area = area_synth if area_synth is not None else est.nand2
-        tops = 2 * rep.macs * freq_ghz * 1e9 / rep.cycles / 1e12
-        rows.append({
-            "unit": unit, "residual": residual, "module": manifest["module"],
-            "verilog": _rel(verilog),
-            "stages": manifest["parameters"].get("stages"),
-            "lanes": manifest["parameters"].get("lanes"),
-            "ii": timing.ii, "latency": timing.latency,
-            "macs_per_cycle": macs_unit * R * C, "macs_per_cycle_unit": macs_unit,
-            "area_model_nand2": round(est.nand2, 1),
-            "area_synth_nand2": area_synth,
-            "area_blocks_model": {k2: round(v, 1) for k2, v in est.blocks.items()},
-            "area_per_mac_nand2": area / macs_unit,
-            "longest_path": longest,
-            "gemm": list(gemm), "array": list(array), "gemm_cycles": rep.cycles,
-            "utilization": rep.utilization,
-            "effective_tops": tops,
-            "tops_per_mnand2": tops / (area * R * C / 1e6),
-            "bits_per_mac": 8 * rep.bytes_moved / rep.macs,
-            "bytes_moved": rep.bytes_moved,
-            "stall_cycles": rep.stall_cycles,
-            "_requested": (unit, residual) in wanted,
-        })
+            progress(idx, len(todo), manifest["module"])
+        rows[manifest["module"]] = _row(verilog, manifest, tab, gemm=gemm, array=array,
+                                        freq_ghz=freq_ghz, bandwidth=bandwidth, synth=synth,
+                                        synth_backend=synth_backend)
     if progress:
-        progress(total, total, "done")
-    by = {(r["unit"], r["residual"]): r for r in rows}
-    for r in rows:
-        for name in ("mxfp4", "nvfp4"):
-            b = by.get((name, "none"))
+        progress(len(todo), len(todo), "done")
+    out = []
+    for _, manifest in chosen:
+        r = rows[manifest["module"]]
+        for name in base_units:
+            sel = bases[name, r["stages"], r["lanes"]]
+            b = rows[sel[1]["module"]] if sel else None
             r[f"area_per_mac_vs_{name}"] = (r["area_per_mac_nand2"] / b["area_per_mac_nand2"]
                                             if b else None)
             r[f"tops_per_mnand2_vs_{name}"] = (r["tops_per_mnand2"] / b["tops_per_mnand2"]
                                                if b else None)
-    out = [r for r in rows if r.pop("_requested")]
+        out.append(r)
     return out
+
+
+def _synth_table():
+    from sim.cost import table as table_mod
+    return table_mod.load_table()
+
+
+def _row(verilog, manifest, tab, *, gemm, array, freq_ghz, bandwidth, synth, synth_backend):
+    """The figures of one module (without the ratio columns)."""
+    from hif4spec import STEP_ELEMS
+    from sim import area_model
+    from sim.cost import synth as synth_mod
+    from sim.cyclesim import UnitTiming, simulate_gemm
+
+    m, k, n = gemm
+    R, C = array
+    unit, par = manifest["unit"], manifest["parameters"]
+    est = area_model.estimate_manifest(manifest)
+    entry = tab.get(synth_mod.verilog_sha256(Path(verilog).read_text()))
+    area_synth = None
+    longest = entry["longest_path"] if entry else None
+    if synth:
+        if entry is None:
+            res = synth_mod.synthesize(verilog, manifest["module"], backend=synth_backend)
+            area_synth, longest = res.nand2, res.longest_path
+        else:
+            area_synth = entry["nand2"]
+    timing = UnitTiming.from_manifest(manifest)
+    rep = simulate_gemm(unit, m, k, n, residual=par["residual"], array=array,
+                        bandwidth=bandwidth, timing=timing, compute=False)
+    macs_unit = STEP_ELEMS / timing.ii
+    area = area_synth if area_synth is not None else est.nand2
+    tops = 2 * rep.macs * freq_ghz * 1e9 / rep.cycles / 1e12
+    return {
+        "unit": unit, "residual": par["residual"], "module": manifest["module"],
+        "verilog": _rel(verilog),
+        "stages": par["stages"], "lanes": par["lanes"],
+        "ii": timing.ii, "latency": timing.latency,
+        "macs_per_cycle": macs_unit * R * C, "macs_per_cycle_unit": macs_unit,
+        "area_model_nand2": round(est.nand2, 1),
+        "area_synth_nand2": area_synth,
+        "area_blocks_model": {k2: round(v, 1) for k2, v in est.blocks.items()},
+        "area_per_mac_nand2": area / macs_unit,
+        "longest_path": longest,
+        "gemm": list(gemm), "array": list(array), "gemm_cycles": rep.cycles,
+        "utilization": rep.utilization,
+        "effective_tops": tops,
+        "tops_per_mnand2": tops / (area * R * C / 1e6),
+        "bits_per_mac": 8 * rep.bytes_moved / rep.macs,
+        "bytes_moved": rep.bytes_moved,
+        "stall_cycles": rep.stall_cycles,
+    }
 
 
 def format_table(rows, freq_ghz):

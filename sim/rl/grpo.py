@@ -23,7 +23,6 @@ held-out set, both in the configuration's rollout precision and in BF16.
 import copy
 import dataclasses
 import math
-import sys
 import time
 
 import torch
@@ -121,25 +120,20 @@ def build_configs(formats=FP4, resq_modes=("dense", "2:4"), hif4_extra=("channel
 
 
 class _Progress:
-    def __init__(self, total, enabled=True, stream=sys.stderr):
-        self.total, self.done, self.enabled, self.stream = total, 0, enabled, stream
-        self.start = time.monotonic()
+    """``update(what, n)``: ``n`` more progress units done, now at ``what``; drawn with
+    :func:`sim.progress.progress` (a bar on a terminal, plain lines in a log)."""
+
+    def __init__(self, total, enabled=True, stream=None):
+        from sim.progress import progress
+
+        self.bar = progress(total, "hif4 rl", enabled=enabled, stream=stream)
 
     def update(self, what, n=1):
-        self.done += n
-        if not self.enabled:
-            return
-        elapsed = time.monotonic() - self.start
-        eta = elapsed / self.done * (self.total - self.done) if self.done else 0.0
-        width = 24
-        fill = int(width * self.done / max(self.total, 1))
-        print(f"\r[{'#' * fill}{'.' * (width - fill)}] {self.done}/{self.total} "
-              f"{elapsed:5.0f}s eta {eta:4.0f}s  {what:<40.40}", end="", file=self.stream,
-              flush=True)
+        self.bar.set_postfix_str(what, refresh=False)
+        self.bar.update(n)
 
     def close(self):
-        if self.enabled:
-            print(file=self.stream, flush=True)
+        self.bar.close()
 
 
 def _answer_logits(model, seq, prompt_len):
