@@ -1,10 +1,10 @@
-"""RL numerics: PyTorch adapters on top of the golden model, and the experiments using them.
+"""RL numerics: PyTorch quantizers equal to the golden model, and the experiments using them.
 
 Modules (all need the ``rl`` extra: torch, transformers):
 
-- :mod:`sim.rl.torch_quant` -- fake quantization of torch tensors, bit-identical to
-  :func:`sim.formats.fake_quantize` (and Rollout-ResQ to :mod:`sim.formats.resq`), with a
-  straight-through gradient.
+- :mod:`sim.rl.torch_quant` -- fake quantization of torch tensors with torch operations on
+  the tensor's device, bit-identical to :func:`sim.formats.fake_quantize` (and Rollout-ResQ
+  to :mod:`sim.formats.resq`), with a straight-through gradient.
 - :mod:`sim.rl.qlinear` -- :class:`~sim.rl.qlinear.QuantLinear` (quantized GEMM operands in
   training, forward and backward; FP4 rollouts with optional Rollout-ResQ) and
   :func:`~sim.rl.qlinear.convert_linears` for any torch model.
