@@ -666,7 +666,7 @@ def _block_sums(x, y):
     return np.einsum("in,jn->ij", x.astype(np.float32), y, optimize=False).astype(np.int64)
 
 
-def gemm(a_qt, w_qt, r=None, *, scaled=False, row_chunk=None):
+def gemm(a_qt, w_qt, r=None, *, scaled=False, row_chunk=None, backend="numpy", device=None):
     """The FP32 words the unit emits for every (row of A, row of W) pair.
 
     Parameters
@@ -684,11 +684,22 @@ def gemm(a_qt, w_qt, r=None, *, scaled=False, row_chunk=None):
         NVFP4: return y = RNE_FP32(acc * T_a * T_w) instead of the unit's words.
     row_chunk : int, optional
         Rows of A per pass (bounds memory); default keeps about 2**16 cells per pass.
+    backend : {"numpy", "torch"}
+        "numpy": the exact integer path below. "torch": :func:`sim.gemm_torch.gemm_torch`,
+        the same words from batched float matmuls (needs torch, imported only then).
+    device : torch.device or str, optional
+        Where the torch backend runs (default CPU).
 
     Returns
     -------
     uint32 array (M, N)
     """
+    if backend == "torch":
+        from .gemm_torch import gemm_torch
+
+        return gemm_torch(a_qt, w_qt, r, scaled=scaled, row_chunk=row_chunk, device=device)
+    if backend != "numpy":
+        raise ValueError(f"backend must be 'numpy' or 'torch', not {backend!r}")
     fmt = a_qt.fmt
     if fmt not in FORMATS_DOT or w_qt.fmt != fmt:
         raise ValueError(f"gemm needs two tensors of one of {', '.join(FORMATS_DOT)}, "

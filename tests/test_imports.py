@@ -7,11 +7,12 @@
 
 A module may import its own layer and the layers to its left; ``hwgen`` may import only
 ``hif4spec``, the golden model and itself; no import cycle, also not through imports inside
-functions. The graph is read from every module's source (every ``import`` statement,
-function-level ones included); a fresh interpreter imports every module, which must work
-(except the cocotb test modules, which run inside a simulator, and ``__main__`` scripts),
-and shows that importing ``hif4spec`` loads no NumPy and the golden model none of Amaranth,
-cocotb and torch.
+functions, except the optional back ends in ``LAZY_BACKENDS`` (imported inside a golden
+function only when asked for). The graph is read from every module's source (every
+``import`` statement, function-level ones included); a fresh interpreter imports every
+module, which must work (except the cocotb test modules, which run inside a simulator, and
+``__main__`` scripts), and shows that importing ``hif4spec`` loads no NumPy and the golden
+model none of Amaranth, cocotb and torch.
 """
 
 import ast
@@ -26,7 +27,9 @@ PACKAGES = ("hif4spec", "sim", "hwgen")
 IN_SIMULATOR = {"sim.bench.tb", "sim.cost.cycle_tb"}
 GOLDEN = ("sim.formats", "sim.dot", "sim.stimulus")
 MIDDLE = ("hwgen", "sim.bench", "sim.cost", "sim.cyclesim", "sim.area_model", "sim.rl",
-          "sim.progress", "sim.formal")
+          "sim.progress", "sim.formal", "sim.gemm_torch")
+#: (importer, back end): sim.dot.gemm(backend="torch") imports its torch back end lazily.
+LAZY_BACKENDS = {("sim.dot", "sim.gemm_torch")}
 
 
 def _modules():
@@ -81,7 +84,8 @@ def _imports(name, path):
     return out
 
 
-GRAPH = {name: _imports(name, path) for name, path in MODULES.items()}
+GRAPH = {name: _imports(name, path) - {t for m, t in LAZY_BACKENDS if m == name}
+         for name, path in MODULES.items()}
 
 
 def _ours(name):

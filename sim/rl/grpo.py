@@ -30,7 +30,7 @@ import torch.nn.functional as F
 
 from .model import TinyConfig, TinyDecoder
 from .qlinear import (Precision, convert_linears, gather_stats, reset_stats, set_collect_stats,
-                      set_mode)
+                      set_gemm, set_mode)
 from .task import VOCAB, AdditionTask
 
 __all__ = ["Settings", "QUICK", "FULL", "RunConfig", "build_configs", "run_experiment",
@@ -60,6 +60,7 @@ class Settings:
     tis_cap: float = 5.0
     eval_n: int = 256
     eval_every: int = 10
+    gemm: str = "fake"          # forward GEMM of FP4 layers: "fake" or "bit-true" (qlinear)
 
 
 QUICK = Settings(warmup_steps=250, steps=3, prompts=8, group=4, epochs=1, minibatches=1,
@@ -212,6 +213,7 @@ def grpo_run(base, config, settings, seed, eval_set, progress=None):
     task = AdditionTask(settings.digits)
     model = copy.deepcopy(base)
     convert_linears(model, train=config.train_precision(), rollout=config.rollout_precision())
+    set_gemm(model, settings.gemm)
     opt = torch.optim.Adam(model.parameters(), lr=settings.lr)
     gen = torch.Generator().manual_seed(20_000 + seed)
     bf16_roll = Precision(weight="bf16", act="bf16")

@@ -12,9 +12,14 @@ A :class:`QuantLinear` has two precisions and a mode:
   activation is replaced by its Rollout-ResQ correction (spec section 6). Gradients, if
   any are asked for, pass straight through.
 
-The bias is added in the input's precision after the GEMM. Fake-quantized operands are
-multiplied by torch's matmul in the model dtype (a fake-quantization simulation, not the
-bit-true dot-product unit of :mod:`sim.dot`).
+The bias is added in the input's precision after the GEMM. By default (``gemm="fake"``)
+fake-quantized operands are multiplied by torch's matmul in the model dtype, a
+fake-quantization simulation. With ``gemm="bit-true"`` (:func:`set_gemm`) the forward GEMM of
+a layer whose weight and activation share one unit format (hif4, mxfp4, nvfp4; with ResQ
+hif4 and mxfp4) is the dot-product unit itself: the operands are quantized along K by the
+golden model, and :func:`sim.dot.gemm`'s float32 results (NVFP4: scaled by the two tensor
+scales) are computed by its torch backend (:mod:`sim.gemm_torch`); gradients are the fake
+path's.
 """
 
 import dataclasses
@@ -23,11 +28,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .torch_quant import FORMATS, RESQ_MODES, from_numpy, quantize_tensor, resq_np, to_numpy
+from .torch_quant import FORMATS, RESQ_MODES, quantize_tensor, resq_parts, to_numpy
 
 __all__ = [
     "Precision", "QuantLinear", "convert_linears", "set_mode", "set_collect_stats",
-    "reset_stats", "gather_stats", "default_layer_type",
+    "reset_stats", "gather_stats", "default_layer_type", "GEMMS", "set_gemm",
 ]
 
 
@@ -83,6 +88,8 @@ class _QuantGemm(torch.autograd.Function):
         xq = quantize_tensor(x2, prec.act, 1, **prec.options(prec.act))
         ctx.save_for_backward(x2, weight)
         ctx.layer, ctx.prec = layer, prec
+        if layer.bit_true(prec):
+            return layer.unit_gemm(x2, prec)
         return F.linear(xq, wq_k)
 
     @staticmethod
@@ -114,6 +121,28 @@ class _PassThrough(torch.autograd.Function):
         return grad, None
 
 
+class _BitTrue(torch.autograd.Function):
+    """Return the unit's ``y`` in the forward pass; the gradient to ``xq`` is the fake
+    path's, ``grad @ wq``."""
+
+    @staticmethod
+    def forward(ctx, xq, y, wq):
+        ctx.save_for_backward(wq)
+        return y.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        (wq,) = ctx.saved_tensors
+        return grad @ wq.to(grad.dtype), None, None
+
+
+#: Forward GEMMs of a QuantLinear (see the module docstring).
+GEMMS = ("fake", "bit-true")
+#: Formats with a dot-product unit, which the bit-true GEMM needs.
+BIT_TRUE_FORMATS = ("hif4", "mxfp4", "nvfp4")
+_default_gemm = "fake"
+
+
 class QuantLinear(nn.Module):
     """A ``nn.Linear`` whose GEMM operands are fake-quantized (see the module docstring).
 
@@ -135,6 +164,8 @@ class QuantLinear(nn.Module):
         In rollout mode, count nonzero activation inputs and how many of them quantize to
         zero (``zero_main``: in Q(X); ``zero_final``: in the GEMM operand, after ResQ).
     stats : dict
+    gemm : str
+        ``"fake"`` or ``"bit-true"`` (the default of :func:`set_gemm` when made).
     """
 
     def __init__(self, linear, train=Precision(), rollout=Precision(), layer_type="linear"):
@@ -150,6 +181,7 @@ class QuantLinear(nn.Module):
         self.collect_stats = False
         self.stats = {"nonzero": 0, "zero_main": 0, "zero_final": 0}
         self._wcache = {}
+        self.gemm = _default_gemm
 
     def extra_repr(self):
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
@@ -170,6 +202,38 @@ class QuantLinear(nn.Module):
         self._wcache[key] = (stamp, value)
         return value
 
+    def bit_true(self, prec):
+        """Whether the forward GEMM in precision ``prec`` runs on the bit-true unit."""
+        return (self.gemm == "bit-true" and prec.act in BIT_TRUE_FORMATS
+                and prec.weight == prec.act and not (prec.resq and prec.act == "nvfp4"))
+
+    def unit_gemm(self, x2, prec):
+        """The unit's results for ``Q(x2) Q(W)^T`` (x2: M x K; with ``prec.resq`` in rollout
+        mode, its residual too), in ``x2``'s dtype on its device (NVFP4: scaled by T)."""
+        from sim.formats import quantize
+        from sim.formats.resq import resq
+        from sim.gemm_torch import gemm_torch, prepare
+
+        fmt, opts = prec.act, prec.options(prec.act)
+        mode = prec.resq if self.mode == "rollout" else None
+        xn = to_numpy(x2.detach())
+        if mode is None:
+            aq, r = quantize(xn, fmt, axis=1, **opts), None
+        else:
+            r = resq(xn, fmt, mode, axis=1, **opts)
+            aq = r.main
+        w = self.weight
+        key = ("unit", fmt, tuple(sorted(opts.items())), r is not None)
+        stamp = (w._version, w.data_ptr(), w.dtype, w.device)
+        hit = self._wcache.get(key)
+        if hit is None or hit[0] != stamp:
+            wq = quantize(to_numpy(w.detach()), fmt, axis=1, **opts)
+            hit = (stamp, prepare(wq, repeat=2 if r is not None else 1, device=x2.device))
+            self._wcache[key] = hit
+        y = gemm_torch(prepare(aq, r, device=x2.device), hit[1], scaled=True, as_tensor=True,
+                       device=x2.device)
+        return y.to(x2.dtype)
+
     def forward(self, x):
         if self.mode == "train":
             y = self._forward_train(x)
@@ -189,8 +253,11 @@ class QuantLinear(nn.Module):
         x2 = x.reshape(-1, self.in_features)
         wq_k = self.quantized_weight(prec.weight, 1, prec.options(prec.weight))
         if not (torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad)):
-            xq = quantize_tensor(x2, prec.act, 1, **prec.options(prec.act))
-            y2 = F.linear(xq, wq_k)
+            if self.bit_true(prec):
+                y2 = self.unit_gemm(x2, prec)
+            else:
+                xq = quantize_tensor(x2, prec.act, 1, **prec.options(prec.act))
+                y2 = F.linear(xq, wq_k)
         else:
             y2 = _QuantGemm.apply(x2, self.weight, wq_k, self, prec)
         return y2.reshape(*lead, self.out_features)
@@ -204,9 +271,7 @@ class QuantLinear(nn.Module):
         elif prec.resq is None:
             xq = main = quantize_tensor(x.detach(), prec.act, -1, **opts)
         else:
-            obj = resq_np(to_numpy(x), prec.act, prec.resq, -1, **opts)
-            xq = from_numpy(obj.corrected(), x.device)
-            main = from_numpy(obj.main.dequantize(), x.device) if self.collect_stats else None
+            xq, main = resq_parts(x.detach(), prec.act, prec.resq, -1, **opts)
         if self.collect_stats and prec.act is not None:
             nonzero = (x != 0) & ~torch.isnan(x)
             self.stats["nonzero"] += int(nonzero.sum())
@@ -214,6 +279,10 @@ class QuantLinear(nn.Module):
             self.stats["zero_final"] += int((nonzero & (xq == 0)).sum())
         if torch.is_grad_enabled() and x.requires_grad:
             xq = _PassThrough.apply(x, xq)
+        if self.bit_true(prec):
+            x2 = x.detach().reshape(-1, self.in_features)
+            y = self.unit_gemm(x2, prec).reshape(*x.shape[:-1], self.out_features)
+            return _BitTrue.apply(xq, y, wq)
         return F.linear(xq, wq.to(xq.dtype))
 
 
@@ -275,6 +344,20 @@ def set_mode(model, mode, train=None, rollout=None):
             layer.train_precision = train
         if rollout is not None:
             layer.rollout_precision = rollout
+    return model
+
+
+def set_gemm(model=None, gemm="fake"):
+    """Set the forward GEMM (:data:`GEMMS`) of every QuantLinear of ``model``; with
+    ``model=None``, the default of QuantLinears made afterwards."""
+    global _default_gemm
+    if gemm not in GEMMS:
+        raise ValueError(f"gemm must be one of {', '.join(GEMMS)}, not {gemm!r}")
+    if model is None:
+        _default_gemm = gemm
+        return None
+    for layer in _quant_layers(model):
+        layer.gemm = gemm
     return model
 
 
