@@ -1,7 +1,8 @@
 """``hif4 demo``: the main job in one command (what ``make demo`` runs).
 
 1. generate the standard RTL set into ``rtl_out/`` (byte-identical to the checked-in files);
-2. verify every generated unit against the golden model in cocotb + Verilator;
+2. verify every generated file (``hif4 verify --rtl-dir``) against the golden model in
+   cocotb + Verilator;
 3. print the area and throughput comparison of the units.
 """
 
@@ -32,12 +33,17 @@ def _step(title, expect):
     print(f"\n== {title}\n   {expect}", flush=True)
 
 
-def _verify_expect(unit, params, vectors):
+def _verify_expect(out, unit, params, vectors):
     """Expected time of one verification: the Verilator build, unless it is cached."""
+    import hashlib
+    from pathlib import Path
+
     from hif4spec import module_name
     from sim.bench.runner import REPO
 
-    built = (REPO / "build" / "verilator" / module_name(unit, **params) / "build.key").exists()
+    module = module_name(unit, **params)
+    digest = hashlib.sha256((Path(out) / f"{module}.v").read_bytes()).hexdigest()[:12]
+    built = (REPO / "build" / "verilator" / f"{module}-{digest}" / "build.key").exists()
     build = ("cached build (a rebuild, if the Verilog changed, takes 40-70 s)" if built
              else "Verilator build first, usually 40-70 s")
     return f"expected: {build}, then about {max(1, vectors // 1000)} s of simulation"
@@ -61,11 +67,12 @@ def run(args):
         return 1
     if not args.no_verify:
         for n, (unit, params) in enumerate(configs, 1):
-            argv = ["verify", "--unit", unit, "--residual", params["residual"],
+            argv = ["verify", "--rtl-dir", str(args.out), "--unit", unit,
+                    "--residual", params["residual"],
                     "--stages", str(params["stages"]), "--lanes", str(params["lanes"]),
                     "--vectors", str(args.vectors)]
             _step(f"[{n}/{len(configs)}] hif4 " + " ".join(argv),
-                  _verify_expect(unit, params, args.vectors))
+                  _verify_expect(args.out, unit, params, args.vectors))
             status = main(argv)
             if status:
                 print(f"demo: verification of {unit} ({params['residual']}) failed")
