@@ -244,11 +244,22 @@ def main(argv=None):
                     help="with --units, keep each unit's design after `synth` (and, with "
                          "--backend native, each ABC job's network after SAT sweeping) under "
                          "build/synth so that a stopped multi-hour run resumes from there")
+    ap.add_argument("--cluster", metavar="ADDRESS",
+                    help="with --units, synthesize on a Ray cluster (ray://HOST:PORT, HOST:PORT "
+                         "or auto) through hif4 sweep's driver; see docs/cluster.md")
     args = ap.parse_args(argv)
     if args.backend:
         os.environ[synth.BACKEND_ENV] = args.backend     # primitives and units alike
 
-    if args.units:
+    if args.units and args.cluster:
+        from sim import sweep
+
+        report = sweep.synth_sweep(sweep.synth_items(table.sweep_configs()),
+                                   cluster=args.cluster, hierarchical=args.blocks,
+                                   timeout=args.timeout, checkpoint=args.checkpoint)
+        for name, message in report.failed.items():
+            print(f"warning: {name} not synthesized: {message}", file=sys.stderr)
+    elif args.units:
         try:
             table.synthesize_sweep(jobs=args.jobs, progress=progress, hierarchical=args.blocks,
                                    timeout=args.timeout, checkpoint=args.checkpoint)

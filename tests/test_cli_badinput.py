@@ -39,6 +39,10 @@ OUTPUTS = {
     ("numerics", "--json"): ("file", "out.json"),
     ("numerics", "--plot"): ("file", "out.png"),
     ("demo", "--out"): ("folder", "rtl"),
+    ("sweep", "--table"): ("file", "table.json"),
+    ("sweep", "--cache-dir"): ("folder", "cache"),
+    ("sweep", "--build-dir"): ("folder", "build"),
+    ("sweep", "--json"): ("file", "out.json"),
 }
 
 # The rest of a command line that is otherwise good (GOOD is the input .npy).
@@ -50,6 +54,14 @@ BASE = {
     "rl": ["rl", "--quick", "--quiet"],
     "numerics": ["numerics", "--quiet"],
     "demo": ["demo", "--no-verify"],
+    "sweep": ["sweep", "synth", "--unit", "nvfp4", "--residual", "none", "--stages", "3",
+              "--lanes", "16"],
+}
+# Output options that belong to another form of their command than BASE's.
+BASE_FOR = {
+    ("sweep", "--build-dir"): ["sweep", "verify", "--unit", "nvfp4", "--residual", "none",
+                               "--stages", "3", "--lanes", "16"],
+    ("sweep", "--json"): ["sweep", "rl", "--quick", "--quiet"],
 }
 
 # A read-only location for every user, root included: permission bits do not stop root,
@@ -181,7 +193,8 @@ def test_bad_output_place(command, option, place, tmp_path, capsys, monkeypatch,
     path = places.get(place) or places.get("existing folder") or places["existing file"]
     good = tmp_path / "good.npy"
     np.save(good, np.ones((4, 64), np.float32))
-    argv = [good if a == "GOOD" else a for a in BASE[command]] + [option, path]
+    base = BASE_FOR.get((command, option), BASE[command])
+    argv = [good if a == "GOOD" else a for a in base] + [option, path]
     _check(argv, tmp_path, capsys, monkeypatch, message=option)
 
 

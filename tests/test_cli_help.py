@@ -10,7 +10,7 @@ from sim.cli import build_parser
 # The subcommands the toolkit ships (README "Command line", `make demo`), in `hif4 --help`
 # order; written here, not read from the parser under test.
 EXPECTED = ["quantize", "generate", "verify", "estimate", "simulate", "rl", "numerics", "bench",
-            "demo"]
+            "sweep", "demo"]
 
 
 def _present():

@@ -29,6 +29,7 @@ SUBCOMMANDS = [
     "rl",
     "numerics",
     "bench",
+    "sweep",
     "demo",
 ]
 

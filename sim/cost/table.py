@@ -22,9 +22,9 @@ from pathlib import Path
 
 from . import synth
 
-__all__ = ["TABLE_PATH", "load_table", "save_table", "lookup", "entry_for",
-           "synthesize_sweep", "sweep_configs", "missing_configs", "model_vs_synth",
-           "report_model_vs_synth", "record_verilog"]
+__all__ = ["TABLE_PATH", "load_table", "save_table", "lookup", "entry_for", "entry_for_text",
+           "needs_synthesis", "merge_into", "synthesize_sweep", "sweep_configs",
+           "missing_configs", "model_vs_synth", "report_model_vs_synth", "record_verilog"]
 
 TABLE_PATH = Path(__file__).with_name("synth_table.json")
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,19 +64,28 @@ def entry_for(verilog_path, manifest=None, *, hierarchical=True, source=None, ca
     verilog_path = Path(verilog_path)
     if manifest is None:
         manifest = json.loads(verilog_path.with_suffix(".json").read_text())
+    return entry_for_text(verilog_path.read_text(), manifest, hierarchical=hierarchical,
+                          source=source or verilog_path.name, cache_dir=cache_dir,
+                          timeout=timeout, backend=backend, checkpoint=checkpoint)
+
+
+def entry_for_text(text, manifest, *, hierarchical=True, source, cache_dir=None, timeout=3600,
+                   backend=None, checkpoint=False):
+    """:func:`entry_for` of a Verilog text and its manifest, given by value (a sweep task
+    on another machine, ``sim.sweep``); returns ``(sha256, entry)``."""
     kwargs = {"timeout": timeout, "backend": backend}
     if cache_dir is not None:
         kwargs["cache_dir"] = cache_dir
-    flat = synth.synthesize(verilog_path, manifest.get("module"), checkpoint=checkpoint,
-                            **kwargs)
+    top = manifest.get("module")
+    flat = synth.synthesize_text(text, top, checkpoint=checkpoint, **kwargs)
     entry = {
         "manifest": _manifest_core(manifest),
         "nand2": flat.nand2, "transistors": flat.transistors,
         "flip_flops": flat.flip_flops, "longest_path": flat.longest_path,
-        "source": source or verilog_path.name,
+        "source": source,
     }
     if hierarchical:
-        hier = synth.synthesize_hierarchy(verilog_path, manifest.get("module"), **kwargs)
+        hier = synth.synthesize_text(text, top, hierarchical=True, **kwargs)
         entry["blocks"] = {name: info["nand2"] for name, info in hier.modules.items()}
         entry["instances"] = {name: info["instances"] for name, info in hier.modules.items()
                               if info["instances"]}
@@ -90,6 +99,21 @@ def _merge_entry(table, sha, entry):
                 if k != sha and v["manifest"].get("module") == module]:
         del table[old]      # the generator changed: that Verilog is no longer made
     table[sha] = entry
+
+
+def needs_synthesis(table, sha, hierarchical):
+    """Whether the Verilog of hash ``sha`` is missing from ``table`` (or, for
+    ``hierarchical``, holds no per-block areas yet)."""
+    return sha not in table or (hierarchical and "blocks" not in table[sha])
+
+
+def merge_into(path, sha, entry):
+    """Merge one entry into the table file at ``path`` under a lock, re-reading the file
+    first, so that runs on different configurations can share it."""
+    with locked(path):
+        on_disk = load_table(path)
+        _merge_entry(on_disk, sha, entry)
+        save_table(on_disk, path)
 
 
 def record_verilog(paths, table=None, *, jobs=1, progress=None, hierarchical=True,
@@ -106,8 +130,7 @@ def record_verilog(paths, table=None, *, jobs=1, progress=None, hierarchical=Tru
     todo = []
     for p in paths:
         p = Path(p)
-        sha = synth.verilog_sha256(p.read_text())
-        if sha not in table or (hierarchical and "blocks" not in table[sha]):
+        if needs_synthesis(table, synth.verilog_sha256(p.read_text()), hierarchical):
             todo.append(p)
 
     def work(p):
@@ -130,10 +153,7 @@ def record_verilog(paths, table=None, *, jobs=1, progress=None, hierarchical=Tru
                     progress(done, len(todo), f"FAILED {futures[future].stem}")
                 continue
             _merge_entry(table, sha, entry)
-            with _locked(path):
-                on_disk = load_table(path)
-                _merge_entry(on_disk, sha, entry)
-                save_table(on_disk, path)
+            merge_into(path, sha, entry)
             if progress:
                 progress(done, len(todo), entry["manifest"].get("module", "?"))
     if failed:
@@ -143,7 +163,8 @@ def record_verilog(paths, table=None, *, jobs=1, progress=None, hierarchical=Tru
 
 
 @contextmanager
-def _locked(path):
+def locked(path):
+    """An exclusive lock on the table file at ``path`` (a ``.lock`` file beside it)."""
     with open(Path(path).with_suffix(".lock"), "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:

@@ -288,15 +288,13 @@ def grpo_run(base, config, settings, seed, eval_set, progress=None):
     }
 
 
-def _init_worker(threads):
+def _warmup_job(settings, seed, threads):
     torch.set_num_threads(threads)
-
-
-def _warmup_job(settings, seed):
     return warmup(settings, seed).state_dict()
 
 
-def _grpo_job(settings, state, config, seed, eval_set):
+def _grpo_job(settings, state, config, seed, eval_set, threads):
+    torch.set_num_threads(threads)
     task = AdditionTask(settings.digits)
     base = TinyDecoder(TinyConfig(VOCAB, task.seq_len, settings.d_model, settings.n_layers,
                                   settings.n_heads, settings.d_ff))
@@ -310,46 +308,62 @@ def eval_set_for(settings, seed):
                                                 torch.Generator().manual_seed(30_000 + seed))
 
 
-def run_experiment(settings, configs, seeds, progress=True, jobs=1, threads=1):
+def run_experiment(settings, configs, seeds, progress=True, jobs=1, threads=1, cluster=None,
+                   retries=0, previous=None):
     """Warm-up once per seed, then GRPO for every configuration; returns the results dict.
 
     ``jobs > 1`` spreads warm-ups and runs over that many worker processes (each with
-    ``threads`` torch threads); every run is seeded on its own, so the results do not depend
-    on ``jobs``.
+    ``threads`` torch threads), and ``cluster`` (a Ray address) over Ray tasks, both through
+    :func:`sim.sweep.run_tasks` (a failed task is run again up to ``retries`` times; one
+    that still fails raises ``RuntimeError`` naming it). Every run is seeded on its own, so
+    the results depend on neither. ``previous``: the results of an earlier call with the
+    same settings, whose runs are kept instead of run again.
     """
     torch.set_num_threads(threads)
-    bar = _Progress((settings.warmup_steps + len(configs) * settings.steps * _GRPO_UNITS)
-                    * len(seeds), enabled=progress)
-    t0 = time.monotonic()
+    kept = {}
+    if previous and previous.get("settings") == dataclasses.asdict(settings):
+        kept = {(r["seed"], r["config"]): r for r in previous["runs"]}
     work = [(seed, config) for seed in seeds for config in configs]
-    if jobs <= 1:
-        runs = []
-        for seed in seeds:
+    todo = [(seed, config) for seed, config in work if (seed, config.name) not in kept]
+    todo_seeds = [seed for seed in seeds if any(s == seed for s, _ in todo)]
+    bar = _Progress((settings.warmup_steps * len(todo_seeds)
+                     + len(todo) * settings.steps * _GRPO_UNITS), enabled=progress)
+    t0 = time.monotonic()
+    done = dict(kept)
+    if jobs <= 1 and not cluster:
+        for seed in todo_seeds:
             base = warmup(settings, seed, bar)
-            for config in configs:
-                runs.append(grpo_run(base, config, settings, seed, eval_set_for(settings, seed),
-                                     bar))
+            for s, config in todo:
+                if s == seed:
+                    done[(seed, config.name)] = grpo_run(base, config, settings, seed,
+                                                         eval_set_for(settings, seed), bar)
     else:
-        import concurrent.futures as cf
-        import multiprocessing
+        from sim import sweep
 
-        ctx = multiprocessing.get_context("spawn")
-        with cf.ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init_worker,
-                                    initargs=(threads,)) as pool:
-            states = {}
-            futures = {pool.submit(_warmup_job, settings, seed): seed for seed in seeds}
-            for fut in cf.as_completed(futures):
-                states[futures[fut]] = fut.result()
-                bar.update(f"seed {futures[fut]} warm-up done", settings.warmup_steps)
-            futures = {pool.submit(_grpo_job, settings, states[seed], config, seed,
-                                   eval_set_for(settings, seed)): (seed, config)
-                       for seed, config in work}
-            done = {}
-            for fut in cf.as_completed(futures):
-                seed, config = futures[fut]
-                done[(seed, config.name)] = fut.result()
-                bar.update(f"seed {seed} {config.name} done", settings.steps * _GRPO_UNITS)
-        runs = [done[(seed, config.name)] for seed, config in work]
+        states = {}
+
+        def warm(task, state):
+            states[task.args[1]] = state
+            bar.update(f"seed {task.args[1]} warm-up done", settings.warmup_steps)
+
+        def ran(task, run):
+            done[(run["seed"], run["config"])] = run
+            bar.update(f"seed {run['seed']} {run['config']} done", settings.steps * _GRPO_UNITS)
+
+        def phase(tasks, on_result):
+            report = sweep.run_tasks(tasks, on_result, cluster=cluster, jobs=jobs,
+                                     retries=retries, progress=False, desc="hif4 rl")
+            if report.failed:
+                raise RuntimeError("runs failed: " + "; ".join(
+                    f"{name} ({why})" for name, why in report.failed.items()))
+
+        phase([sweep.Task(f"warm-up seed {seed}", "rl", _warmup_job, (settings, seed, threads))
+               for seed in todo_seeds], warm)
+        phase([sweep.Task(f"seed {seed} {config.name}", "rl", _grpo_job,
+                          (settings, states[seed], config, seed, eval_set_for(settings, seed),
+                           threads))
+               for seed, config in todo], ran)
+    runs = [done[(seed, config.name)] for seed, config in work]
     bar.close()
     return {
         "settings": dataclasses.asdict(settings),

@@ -1,0 +1,267 @@
+"""``hif4 sweep``: the grid jobs (synthesis, verification, the RL precision matrix) as
+independent tasks, in a local process pool or on a Ray cluster (:mod:`sim.sweep`)."""
+
+import sys
+from pathlib import Path
+
+from hif4spec import LANES, RESIDUAL_MODES, STAGES, UNITS, all_configs
+
+from ._util import (CLIError, check_output_file, check_output_folder, display_path,
+                    output_option, parse_choice_list)
+
+KINDS = ("synth", "verify", "energy", "rl")
+
+# Options that belong to one kind only: (dest, flag, kinds, default).
+_ONLY = [
+    ("blocks", "--blocks", ("synth",), False),
+    ("checkpoint", "--checkpoint", ("synth",), False),
+    ("timeout", "--timeout", ("synth",), None),
+    ("backend", "--backend", ("synth",), None),
+    ("cache_dir", "--cache-dir", ("synth",), None),
+    ("vectors", "--vectors", ("verify",), None),
+    ("seed", "--seed", ("verify",), None),
+    ("build_dir", "--build-dir", ("verify",), None),
+    ("quick", "--quick", ("rl",), False),
+    ("seeds", "--seeds", ("rl",), None),
+    ("formats", "--formats", ("rl",), None),
+    ("json", "--json", ("rl",), None),
+]
+
+
+def register(subparsers):
+    p = subparsers.add_parser(
+        "sweep", help="run a grid job (synth, verify, rl) locally or on a Ray cluster",
+        description="Run every configuration of a selection as an independent task: in "
+                    "--jobs local processes by default, or with --cluster as Ray tasks on a "
+                    "cluster (pip install 'hif4-toolkit[cluster]'; see docs/cluster.md). "
+                    "Results are merged into the same tables either way, as each task "
+                    "finishes; what a table already holds is skipped; a failed task is run "
+                    "again up to --retries times and then named at the end; Ctrl-C cancels "
+                    "the rest and keeps what finished.")
+    p.add_argument("kind", choices=KINDS,
+                   help="synth: synthesis into the synthesis table; verify: simulation "
+                        "against the golden model into the verification table; rl: the GRPO "
+                        "precision matrix; energy: not available (it needs the energy flow "
+                        "of issue 16)")
+    sel = p.add_argument_group("selection (synth, verify)")
+    sel.add_argument("--all", action="store_true",
+                     help=f"every configuration of the grid ({len(all_configs())})")
+    sel.add_argument("--unit", metavar="LIST",
+                     help=f"comma-separated units of {', '.join(UNITS)} (default: all)")
+    sel.add_argument("--residual", metavar="LIST",
+                     help=f"comma-separated residual modes of {', '.join(RESIDUAL_MODES)}; "
+                          "pairs a unit does not accept are left out (default: all)")
+    sel.add_argument("--stages", metavar="LIST",
+                     help=f"comma-separated stage counts of {', '.join(map(str, STAGES))} "
+                          "(default: all)")
+    sel.add_argument("--lanes", metavar="LIST",
+                     help=f"comma-separated lane counts of {', '.join(map(str, LANES))} "
+                          "(default: all)")
+    where = p.add_argument_group("where and how")
+    where.add_argument("--cluster", metavar="ADDRESS",
+                     help="run on Ray: ray://HOST:PORT (Ray Client), HOST:PORT (the head's "
+                          "GCS address) or auto (the cluster this machine belongs to)")
+    where.add_argument("--jobs", type=int, default=1,
+                     help="local worker processes without --cluster (default 1)")
+    where.add_argument("--retries", type=int, default=2,
+                     help="times a failed or lost task is run again (default 2)")
+    output_option(where, "--table", kind="file", metavar="FILE",
+                  help="write the results into this table (default: sim/cost/synth_table.json "
+                       "for synth, build/sweep/verify_table.json for verify); entries it "
+                       "holds are kept, and skipped")
+    where.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    syn = p.add_argument_group("synth")
+    syn.add_argument("--blocks", action="store_true",
+                     help="also run the hierarchical flow for per-sub-block areas")
+    syn.add_argument("--checkpoint", action="store_true",
+                     help="keep each unit's design after `synth` in the worker's cache folder, "
+                          "so a stopped task resumes there")
+    syn.add_argument("--timeout", type=int, metavar="S",
+                     help="give up on a unit after S seconds of Yosys (default 3600; 0: never)")
+    syn.add_argument("--backend", choices=("yowasp", "native"),
+                     help="Yosys build on the workers (default: HIF4_SYNTH_BACKEND, else "
+                          "yowasp)")
+    output_option(syn, "--cache-dir", kind="folder", metavar="DIR",
+                  help="folder for the synthesis cache and checkpoints on each worker "
+                       "(default: build/synth of the worker's repository)")
+    ver = p.add_argument_group("verify")
+    ver.add_argument("--vectors", type=int, help="steps per configuration (default 2000)")
+    ver.add_argument("--seed", type=int, help="random seed (default 1)")
+    output_option(ver, "--build-dir", kind="folder", metavar="DIR",
+                  help="folder for generated Verilog and simulator builds on each worker "
+                       "(default: build/ of the worker's repository)")
+    rl = p.add_argument_group("rl")
+    rl.add_argument("--quick", action="store_true",
+                    help="the smoke settings of hif4 rl --quick (not a result)")
+    rl.add_argument("--seeds", help="comma-separated seeds (default: 0 with --quick, else 0,1,2)")
+    rl.add_argument("--formats", help="comma-separated FP4 formats (default: hif4,mxfp4,nvfp4)")
+    output_option(rl, "--json", kind="file", metavar="FILE",
+                  help="write the full results as JSON, as hif4 rl --json (required for rl)")
+    p.set_defaults(func=run)
+
+
+def _int_list(text, choices, what):
+    items = parse_choice_list(text, tuple(map(str, choices)), what)
+    return [int(x) for x in items]
+
+
+def selection(args):
+    """The configurations picked by ``--all`` or the list options, grid order."""
+    given = [args.unit, args.residual, args.stages, args.lanes]
+    if args.all and any(v is not None for v in given):
+        raise CLIError("--all takes no --unit/--residual/--stages/--lanes; give one or the "
+                       "other")
+    if not args.all and all(v is None for v in given):
+        raise CLIError("give a selection (--unit, --residual, --stages, --lanes) or --all")
+    units = parse_choice_list(args.unit or ",".join(UNITS), tuple(UNITS), "unit")
+    residuals = parse_choice_list(args.residual or ",".join(RESIDUAL_MODES), RESIDUAL_MODES,
+                                  "residual mode")
+    stages = _int_list(args.stages or ",".join(map(str, STAGES)), STAGES, "stage count")
+    lanes = _int_list(args.lanes or ",".join(map(str, LANES)), LANES, "lane count")
+    picked = [c for c in all_configs() if c[0] in units and c[1] in residuals
+              and c[2] in stages and c[3] in lanes]
+    if not picked:
+        raise CLIError("the selection holds no configuration (residual modes per unit: "
+                       + "; ".join(f"{u.name}: {'/'.join(u.residuals)}" for u in UNITS.values())
+                       + ")")
+    return picked
+
+
+def _check_cluster(address):
+    if address is None:
+        return None
+    if not (address == "auto" or address.startswith("ray://") or ":" in address):
+        raise CLIError(f"--cluster {address!r}: give ray://HOST:PORT, HOST:PORT or auto")
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is None:
+        raise CLIError("--cluster needs Ray, which is not installed: "
+                       "pip install 'hif4-toolkit[cluster]'")
+    return address
+
+
+def run(args):
+    if args.kind == "energy":
+        raise CLIError("sweep energy needs the energy flow of issue 16, which is not built yet")
+    for dest, flag, kinds, default in _ONLY:
+        if args.kind not in kinds and getattr(args, dest) != default:
+            raise CLIError(f"{flag} applies to sweep {'/'.join(kinds)}, not {args.kind}")
+    if args.jobs < 1:
+        raise CLIError(f"--jobs must be at least 1, not {args.jobs}")
+    if args.retries < 0:
+        raise CLIError(f"--retries must be 0 or more, not {args.retries}")
+    cluster = _check_cluster(args.cluster)
+    if args.kind == "rl":
+        return _run_rl(args, cluster)
+    configs = selection(args)
+    from sim import sweep
+    from sim.cost.table import TABLE_PATH
+
+    if args.kind == "synth":
+        if args.timeout is not None and args.timeout < 0:
+            raise CLIError(f"--timeout must be 0 or more, not {args.timeout}")
+        cache = args.cache_dir and check_output_folder(args.cache_dir, "--cache-dir")
+        default = TABLE_PATH
+    else:
+        if args.vectors is not None and args.vectors < 1:
+            raise CLIError(f"--vectors must be at least 1, not {args.vectors}")
+        build = args.build_dir and check_output_folder(args.build_dir, "--build-dir")
+        if not cluster:
+            from sim.bench.runner import simulator_available
+
+            ok, message = simulator_available("verilator")
+            if not ok:
+                raise CLIError(message)
+        default = sweep.VERIFY_TABLE
+        if args.table is None:
+            default.parent.mkdir(parents=True, exist_ok=True)
+    table = check_output_file(args.table or default, "--table")
+    common = {"path": table, "cluster": cluster, "jobs": args.jobs, "retries": args.retries,
+              "progress": not args.quiet}
+    if args.kind == "synth":
+        items = sweep.synth_items(configs)
+        run_sweep = lambda: sweep.synth_sweep(   # noqa: E731
+            items, hierarchical=args.blocks, checkpoint=args.checkpoint,
+            timeout=3600 if args.timeout is None else args.timeout, backend=args.backend,
+            cache_dir=cache and Path(cache).resolve(), **common)
+    else:
+        run_sweep = lambda: sweep.verify_sweep(   # noqa: E731
+            configs, vectors=args.vectors or 2000, seed=1 if args.seed is None else args.seed,
+            build_root=build and Path(build).resolve(), **common)
+    return _finish(run_sweep, args.kind, table)
+
+
+def _finish(run_sweep, kind, table):
+    from sim import sweep
+
+    report = sweep.Report()
+    try:
+        report = run_sweep()
+    except KeyboardInterrupt:
+        print(f"hif4 sweep {kind}: interrupted; finished results are in "
+              f"{display_path(table)}", file=sys.stderr)
+        raise
+    except RuntimeError as exc:      # Ray missing or unreachable
+        raise CLIError(str(exc)) from None
+    print(f"hif4 sweep {kind}: {report.summary('configurations')}; table "
+          f"{display_path(table)}")
+    for name, message in report.failed.items():
+        print(f"FAILED {name}: {message}")
+    status = 1 if report.failed else 0
+    if kind == "verify":
+        held = sweep.load_json_table(table)
+        bad = sorted(e["module"] for e in held.values()
+                     if e["module"] in report.done + report.skipped and not e["passed"])
+        for module in bad:
+            print(f"FAIL {module}: mismatches or a latency violation (see the table)")
+        status = 1 if bad else status
+    return status
+
+
+def _run_rl(args, cluster):
+    from .rl import FP4_FORMATS, _int_list as int_list
+
+    if any(v is not None for v in (args.unit, args.residual, args.stages, args.lanes)) \
+            or args.all or args.table:
+        raise CLIError("sweep rl takes --quick/--seeds/--formats/--json, not a unit "
+                       "selection or --table")
+    if not args.json:
+        raise CLIError("sweep rl writes its results with --json FILE; give one")
+    path = check_output_file(args.json, "--json")
+    formats = parse_choice_list(args.formats or ",".join(FP4_FORMATS), FP4_FORMATS, "format")
+    seeds = int_list(args.seeds or ("0" if args.quick else "0,1,2"), "seeds")
+    import dataclasses
+    import json
+
+    from sim.rl import grpo
+
+    settings = dataclasses.replace(grpo.QUICK if args.quick else grpo.FULL)
+    configs = grpo.build_configs(formats=formats)
+    try:
+        results = grpo.run_experiment(settings, configs, seeds, progress=not args.quiet,
+                                      jobs=args.jobs, cluster=cluster, retries=args.retries,
+                                      previous=sweep_previous(path))
+    except RuntimeError as exc:
+        raise CLIError(str(exc)) from None
+    wall = results.pop("wall_s")
+    from ._util import write_files
+
+    write_files([(path, (json.dumps(results, indent=1) + "\n").encode())])
+    sys.stdout.write(grpo.format_table(results))
+    print(f"hif4 sweep rl: {len(configs)} configurations x {len(seeds)} seed(s) in "
+          f"{wall:.0f} s; results {display_path(path)}", file=sys.stderr)
+    return 0
+
+
+def sweep_previous(path):
+    """The results of an earlier ``--json`` file, for its runs to be kept; None if none."""
+    import json
+
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except ValueError:
+        raise CLIError(f"--json {str(path)!r} exists and is not JSON; give another file") \
+            from None

@@ -1,0 +1,408 @@
+"""Grid sweeps as independent tasks, in a local process pool or on a Ray cluster.
+
+A sweep is a list of :class:`Task` (a name, a kind and a module-level function with its
+arguments, all passed by value: Verilog text and manifest, unit parameters, settings). The
+driver (:func:`run_tasks`) submits them to
+
+* a local :class:`concurrent.futures.ProcessPoolExecutor` of ``jobs`` processes (the
+  default; Ray is not imported), or
+* a Ray cluster (``cluster``: ``"ray://HOST:PORT"``, ``"HOST:PORT"`` or ``"auto"``), one
+  Ray task each, with the CPUs and memory of its kind (:data:`RESOURCES`) declared.
+
+Every result comes back to the driver, which hands it to ``on_result`` as soon as it is
+known; the sweeps below merge it into their table there and save the table, so a local
+run and a cluster run write the same file. A task that raises (or whose worker is lost) is
+submitted again, at most ``retries`` times, then named in :attr:`Report.failed`; the others
+go on. Ctrl-C cancels what has not finished and keeps what has.
+
+Two sweeps are built on it here:
+
+* :func:`synth_sweep`: configurations synthesized into the synthesis table
+  (``sim/cost/synth_table.json``, merged by :func:`sim.cost.table.merge_into`);
+* :func:`verify_sweep`: configurations simulated against the golden model into the
+  verification table (:data:`VERIFY_TABLE`, merged by :func:`merge_verify`).
+
+The RL precision matrix runs its warm-ups and GRPO runs through :func:`run_tasks` too
+(:func:`sim.rl.grpo.run_experiment`).
+"""
+
+import hashlib
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["RESOURCES", "VERIFY_TABLE", "Task", "Report", "run_tasks", "synth_sweep",
+           "synth_items", "verify_sweep", "merge_verify", "load_json_table"]
+
+ROOT = Path(__file__).resolve().parents[1]
+GIB = 1024 ** 3
+
+#: What one task of each kind asks of a Ray node. Synthesis: one Yosys process (the largest
+#: single-stage 64-lane units peak at a few GiB); verification: one Verilator build
+#: (``make`` runs its compiles one by one under Ray) and one simulation; an RL run: one
+#: torch process with the toy model.
+RESOURCES = {
+    "synth": {"num_cpus": 1, "memory": 4 * GIB},
+    "verify": {"num_cpus": 1, "memory": 2 * GIB},
+    "rl": {"num_cpus": 1, "memory": 2 * GIB},
+}
+
+#: The verification table's default place: one entry per verified Verilog text (by its
+#: SHA-256), see :func:`verify_sweep`.
+VERIFY_TABLE = ROOT / "build" / "sweep" / "verify_table.json"
+
+
+@dataclass
+class Task:
+    """One unit of work: ``fn(*args)`` run on a worker; ``fn`` must be a module-level
+    function (it is pickled by name) and ``args`` plain data."""
+
+    name: str
+    kind: str
+    fn: object
+    args: tuple = ()
+
+
+@dataclass
+class Report:
+    """What a sweep did: names of the tasks finished, skipped (already in the table) and
+    failed (with the last error's first line); ``interrupted`` after Ctrl-C."""
+
+    done: list = field(default_factory=list)
+    skipped: list = field(default_factory=list)
+    failed: dict = field(default_factory=dict)
+    cancelled: list = field(default_factory=list)
+    interrupted: bool = False
+    seconds: float = 0.0
+
+    def summary(self, what):
+        parts = [f"{len(self.done)} {what} done", f"{len(self.skipped)} already in the table"]
+        if self.failed:
+            parts.append(f"{len(self.failed)} failed")
+        if self.interrupted:
+            parts.append(f"{len(self.cancelled)} cancelled by Ctrl-C")
+        return ", ".join(parts) + f" ({self.seconds:.0f} s)"
+
+
+def _first_line(exc):
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0][:300]
+
+
+class _Local:
+    """A process pool (spawned workers: no state of the driver leaks into a task)."""
+
+    def __init__(self, jobs):
+        import concurrent.futures as cf
+        import multiprocessing
+
+        self.cf = cf
+        self.jobs = max(1, jobs)
+        self.ctx = multiprocessing.get_context("spawn")
+        self.pool = None
+
+    def submit(self, task):
+        if self.pool is None:
+            self.pool = self.cf.ProcessPoolExecutor(self.jobs, mp_context=self.ctx)
+        try:
+            return self.pool.submit(task.fn, *task.args)
+        except self.cf.process.BrokenProcessPool:
+            self.pool = self.cf.ProcessPoolExecutor(self.jobs, mp_context=self.ctx)
+            return self.pool.submit(task.fn, *task.args)
+
+    def wait(self, handles):
+        """The finished handles among ``handles``, each with (ok, value or error)."""
+        done, _ = self.cf.wait(handles, return_when=self.cf.FIRST_COMPLETED)
+        out = []
+        for fut in done:
+            try:
+                out.append((fut, True, fut.result()))
+            except self.cf.process.BrokenProcessPool as exc:    # a worker died
+                self.pool = None
+                out.append((fut, False, RuntimeError(f"worker process lost ({exc})")))
+            except Exception as exc:
+                out.append((fut, False, exc))
+        return out
+
+    def cancel(self, handles):
+        if self.pool is None:
+            return
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        # the running tasks too: the executor has no public call for it before Python 3.14
+        for proc in list((getattr(self.pool, "_processes", None) or {}).values()):
+            proc.terminate()
+        self.pool = None
+
+    def close(self):
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
+
+
+class _Ray:
+    """Tasks on a Ray cluster; ``ray`` is imported here only."""
+
+    def __init__(self, address):
+        try:
+            import ray
+        except ImportError:
+            raise RuntimeError("--cluster needs Ray: pip install 'hif4-toolkit[cluster]'") \
+                from None
+        import logging
+
+        self.ray = ray
+        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+        self.remotes = {}
+
+    def submit(self, task):
+        key = (task.kind, task.fn)
+        if key not in self.remotes:
+            # our own retry loop counts attempts and names failures: Ray retries nothing
+            self.remotes[key] = self.ray.remote(max_retries=0, **RESOURCES[task.kind])(task.fn)
+        return self.remotes[key].options(name=task.name).remote(*task.args)
+
+    def wait(self, handles):
+        ready, _ = self.ray.wait(list(handles), num_returns=1)
+        out = []
+        for ref in ready:
+            try:
+                out.append((ref, True, self.ray.get(ref)))
+            except self.ray.exceptions.RayTaskError as exc:
+                out.append((ref, False, exc.cause if exc.cause is not None else exc))
+            except self.ray.exceptions.RayError as exc:     # worker or node lost
+                out.append((ref, False, exc))
+        return out
+
+    def cancel(self, handles):
+        for ref in handles:
+            self.ray.cancel(ref)
+
+    def close(self):
+        self.ray.shutdown()
+
+
+def run_tasks(tasks, on_result, *, cluster=None, jobs=1, retries=2, progress=True,
+              desc="sweep", report=None):
+    """Run ``tasks`` and call ``on_result(task, value)`` in this process as each finishes.
+
+    ``cluster`` None runs them in ``jobs`` local processes; otherwise it is the Ray address
+    given to ``ray.init``. A task that raises, or whose worker is lost, is run again up to
+    ``retries`` times and then recorded in ``report.failed``. With ``progress``, one line
+    per finished task with the count, the elapsed time and the ETA (:mod:`sim.progress`).
+    Ctrl-C cancels the remaining tasks, marks the report ``interrupted`` and raises
+    :class:`KeyboardInterrupt` again after the results already handed over. Returns the
+    :class:`Report`.
+    """
+    from sim.progress import progress as make_bar
+
+    report = report or Report()
+    start = time.monotonic()
+    tasks = list(tasks)
+    names = [t.name for t in tasks]
+    if len(set(names)) != len(names):
+        raise ValueError("task names must be unique")
+    if not tasks:
+        return report
+    backend = _Ray(cluster) if cluster else _Local(jobs)
+    bar = make_bar(len(tasks), desc, enabled=progress, unit="task")
+    attempts = {}
+    pending = {}
+    try:
+        for task in tasks:
+            pending[backend.submit(task)] = task
+        while pending:
+            for handle, ok, value in backend.wait(list(pending)):
+                task = pending.pop(handle)
+                if ok:
+                    on_result(task, value)
+                    report.done.append(task.name)
+                    status = f"{task.name} done"
+                else:
+                    attempts[task.name] = attempts.get(task.name, 0) + 1
+                    if attempts[task.name] <= retries:
+                        print(f"{desc}: {task.name} failed ({_first_line(value)}); retry "
+                              f"{attempts[task.name]} of {retries}", file=sys.stderr)
+                        pending[backend.submit(task)] = task
+                        continue
+                    report.failed[task.name] = _first_line(value)
+                    status = f"{task.name} FAILED"
+                bar.set_postfix_str(status, refresh=False)
+                bar.update(1)
+                bar.refresh()           # one line per finished task, with the ETA
+    except KeyboardInterrupt:
+        report.interrupted = True
+        report.cancelled = [t.name for t in pending.values()]
+        backend.cancel(list(pending))
+        raise
+    finally:
+        bar.close()
+        backend.close()
+        report.seconds += time.monotonic() - start
+    return report
+
+
+# --- tables -----------------------------------------------------------------------------
+
+def load_json_table(path):
+    path = Path(path)
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def _save_json_table(table, path):
+    from sim.cost.table import save_table
+
+    save_table(table, path)
+
+
+# --- synthesis ----------------------------------------------------------------------------
+
+def synth_items(configs, build=None):
+    """``[(module, verilog_text, manifest), ...]`` of the configurations, generated (cached)
+    under ``build`` (default ``build/units``)."""
+    from sim.cost.table import generate_config
+
+    build = Path(build or ROOT / "build" / "units")
+    items = []
+    for config in configs:
+        verilog = generate_config(*config, build)
+        items.append((verilog.stem, verilog.read_text(),
+                      json.loads(verilog.with_suffix(".json").read_text())))
+    return items
+
+
+def synth_task(text, manifest, source, options):
+    """Worker side of :func:`synth_sweep`: the table entry of one Verilog text.
+
+    ``options`` are :func:`sim.cost.table.entry_for_text`'s keywords; a ``cache_dir`` of
+    None is the worker's own ``build/synth`` in its installed repository."""
+    from sim.cost import table
+
+    options = dict(options)
+    if options.get("cache_dir") is None:
+        options["cache_dir"] = table.ROOT / "build" / "synth"
+    return table.entry_for_text(text, manifest, source=source, **options)
+
+
+def synth_sweep(items, *, path=None, cluster=None, jobs=1, retries=2, progress=True,
+                hierarchical=False, timeout=3600, backend=None, checkpoint=False,
+                cache_dir=None):
+    """Synthesize ``items`` (:func:`synth_items`) into the synthesis table at ``path``
+    (default ``sim/cost/synth_table.json``); returns the :class:`Report`.
+
+    An item whose Verilog the table holds already (with blocks, for ``hierarchical``) is
+    skipped. Each result is merged into the file as it arrives
+    (:func:`sim.cost.table.merge_into`), exactly as ``record_verilog`` merges it.
+    ``checkpoint`` keeps each flat run's design after ``synth`` in the worker's
+    ``cache_dir``, so a task stopped and run again there resumes.
+    """
+    from sim.cost import synth, table
+
+    path = Path(path or table.TABLE_PATH)
+    held = table.load_table(path)
+    report = Report()
+    tasks = []
+    options = {"hierarchical": hierarchical, "timeout": timeout, "backend": backend,
+               "checkpoint": checkpoint,
+               "cache_dir": None if cache_dir is None else str(cache_dir)}
+    for name, text, manifest in items:
+        if not table.needs_synthesis(held, synth.verilog_sha256(text), hierarchical):
+            report.skipped.append(name)
+            continue
+        tasks.append(Task(name, "synth", synth_task,
+                          (text, manifest, "generated: " + name, options)))
+
+    def merge(task, value):
+        sha, entry = value
+        table.merge_into(path, sha, entry)
+
+    return run_tasks(tasks, merge, cluster=cluster, jobs=jobs, retries=retries,
+                     progress=progress, desc="sweep synth", report=report)
+
+
+# --- verification ---------------------------------------------------------------------------
+
+#: The fields of a verification that decide its result (the table's skip key besides the
+#: Verilog hash).
+VERIFY_SETTINGS = ("sim", "vectors", "seed", "valid_prob", "ready_prob")
+
+
+def verify_task(unit, params, settings, build_root):
+    """Worker side of :func:`verify_sweep`: generate (cached), build (cached) and simulate
+    one configuration; returns ``(sha256 of its Verilog, table entry)``. ``build_root``
+    None is the worker's own ``build/``."""
+    from sim.bench.runner import verify
+
+    result = verify(unit, **params, build_root=build_root, **settings)
+    verilog = Path(result["verilog"]).read_bytes()
+    manifest = result["manifest"]
+    latency_ok = result["latency_min"] is None or result["latency_min"] >= manifest["latency"]
+    entry = {
+        "module": result["module"], "unit": unit, "parameters": dict(params), **settings,
+        "checked": result["checked"], "transferred": result["transferred"],
+        "cycles": result["cycles"], "mismatches": result["mismatches"],
+        "timeout": result["timeout"], "latency": manifest["latency"],
+        "latency_min": result["latency_min"],
+        "passed": not result["mismatches"] and not result["timeout"] and latency_ok,
+    }
+    if result["mismatches"]:
+        entry["first_mismatch"] = result["first_mismatch"]
+    return hashlib.sha256(verilog).hexdigest(), entry
+
+
+def merge_verify(path, sha, entry):
+    """Merge one verification into the table file at ``path`` (under a lock, re-reading
+    the file first): entries of the same module with another Verilog are dropped, as the
+    generator no longer makes that Verilog."""
+    from sim.cost.table import locked
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with locked(path):
+        table = load_json_table(path)
+        for old in [k for k, v in table.items() if k != sha and v["module"] == entry["module"]]:
+            del table[old]
+        table[sha] = entry
+        _save_json_table(table, path)
+
+
+def verify_sweep(configs, *, path=None, cluster=None, jobs=1, retries=2, progress=True,
+                 vectors=2000, seed=1, sim="verilator", valid_prob=0.9, ready_prob=0.9,
+                 build_root=None):
+    """Verify ``configs`` (``[(unit, residual, stages, lanes)]``) into the verification
+    table at ``path`` (default :data:`VERIFY_TABLE`); returns the :class:`Report`.
+
+    The table maps the SHA-256 of each verified Verilog text to its entry: module, unit,
+    parameters, the settings (:data:`VERIFY_SETTINGS`), outputs checked, steps transferred,
+    cycles, mismatches, timeout, the manifest's latency and the earliest output seen, and
+    ``passed``. A configuration whose Verilog (generated here, cached) the table holds with
+    the same settings is skipped. A mismatch is a result, not a failure: it is recorded
+    and the task is not run again.
+    """
+    from hif4spec import module_name
+    from sim.bench.runner import generate_cached
+
+    path = Path(path or VERIFY_TABLE)
+    held = load_json_table(path)
+    settings = {"sim": sim, "vectors": vectors, "seed": seed, "valid_prob": valid_prob,
+                "ready_prob": ready_prob}
+    report = Report()
+    tasks = []
+    gen_root = Path(build_root or ROOT / "build") / "rtl"
+    for unit, residual, stages, lanes in configs:
+        params = {"residual": residual, "stages": stages, "lanes": lanes}
+        name = module_name(unit, **params)
+        verilog, _ = generate_cached(unit, params, gen_root / name)
+        entry = held.get(hashlib.sha256(verilog.read_bytes()).hexdigest())
+        if entry and all(entry.get(k) == v for k, v in settings.items()):
+            report.skipped.append(name)
+            continue
+        tasks.append(Task(name, "verify", verify_task,
+                          (unit, params, settings,
+                           None if build_root is None else str(build_root))))
+
+    def merge(task, value):
+        merge_verify(path, *value)
+
+    return run_tasks(tasks, merge, cluster=cluster, jobs=jobs, retries=retries,
+                     progress=progress, desc="sweep verify", report=report)

@@ -1,0 +1,105 @@
+"""``hif4 sweep`` in a local process pool: results merged into the tables as they arrive,
+skipped on a re-run, a failing task retried and named while the others still land.
+
+Synthesis here runs on primitives (seconds); the sweep of real units, locally and on Ray,
+is ``tests/test_sweep_ray.py``.
+"""
+
+import json
+
+import pytest
+
+from sim import sweep
+from sim.cli import main
+from sim.cost import primitives, synth, table
+
+
+def _primitive_item(family, params):
+    top, text = primitives.primitive_verilog(family, params)
+    manifest = {"module": top, "unit": family, "parameters": {"params": list(params)}}
+    return top, text, manifest
+
+
+def _items():
+    return [_primitive_item("add", (4,)), _primitive_item("add", (6,))]
+
+
+def test_synth_sweep_merges_like_record_verilog_and_skips_on_rerun(tmp_path):
+    items = _items()
+    path = tmp_path / "table.json"
+    report = sweep.synth_sweep(items, path=path, jobs=2, progress=False,
+                               cache_dir=tmp_path / "cache")
+    assert sorted(report.done) == sorted(name for name, _, _ in items)
+    assert not report.failed and not report.skipped
+    held = table.load_table(path)
+    for name, text, manifest in items:
+        sha = synth.verilog_sha256(text)
+        expect = synth.synthesize_text(text, name, cache_dir=tmp_path / "cache")
+        assert held[sha]["transistors"] == expect.transistors
+        assert held[sha]["manifest"]["module"] == name
+        assert held[sha]["source"] == "generated: " + name
+    before = path.read_bytes()
+    again = sweep.synth_sweep(items, path=path, jobs=2, progress=False,
+                              cache_dir=tmp_path / "cache")
+    assert again.done == [] and sorted(again.skipped) == sorted(n for n, _, _ in items)
+    assert path.read_bytes() == before
+
+
+def test_failing_task_is_retried_named_and_the_others_land(tmp_path, capsys):
+    good = _items()
+    bad = ("broken", "module broken(input a, output b);\n  assign b = ;\nendmodule\n",
+           {"module": "broken", "unit": "add", "parameters": {}})
+    path = tmp_path / "table.json"
+    report = sweep.synth_sweep([good[0], bad, good[1]], path=path, jobs=2, retries=2,
+                               cache_dir=tmp_path / "cache")
+    err = capsys.readouterr().err
+    assert list(report.failed) == ["broken"]
+    assert "yosys failed" in report.failed["broken"]
+    assert err.count("broken failed") == 2          # the two retries, announced
+    assert "retry 2 of 2" in err
+    assert sorted(report.done) == sorted(n for n, _, _ in good)
+    held = table.load_table(path)
+    assert {e["manifest"]["module"] for e in held.values()} == {n for n, _, _ in good}
+    # a line per finished task, with the ETA
+    assert err.count("sweep synth:") >= 3 and "<" in err
+
+
+def test_run_tasks_names_failures_and_counts_attempts(tmp_path):
+    seen = []
+    tasks = [sweep.Task("ok", "synth", len, ("abc",)), sweep.Task("bad", "synth", int, ("x",))]
+    report = sweep.run_tasks(tasks, lambda t, v: seen.append((t.name, v)), jobs=1, retries=1,
+                             progress=False)
+    assert seen == [("ok", 3)]
+    assert report.done == ["ok"]
+    assert "invalid literal" in report.failed["bad"]
+
+
+def test_energy_is_refused_in_one_line(capsys):
+    assert main(["sweep", "energy"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "issue 16" in err
+
+
+@pytest.mark.parametrize("argv,words", [
+    (["sweep", "synth"], "give a selection"),
+    (["sweep", "synth", "--all", "--unit", "hif4"], "--all takes no"),
+    (["sweep", "synth", "--unit", "nvfp4", "--residual", "2:4"], "no configuration"),
+    (["sweep", "synth", "--lanes", "8"], "unknown lane count"),
+    (["sweep", "verify", "--unit", "hif4", "--checkpoint"], "applies to sweep synth"),
+    (["sweep", "synth", "--unit", "hif4", "--cluster", "nowhere"], "ray://HOST:PORT"),
+    (["sweep", "synth", "--unit", "hif4", "--retries", "-1"], "--retries"),
+    (["sweep", "rl", "--quick"], "--json FILE"),
+])
+def test_bad_selection_is_one_line(argv, words, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and words in err, err
+
+
+def test_verify_table_merge_replaces_the_old_verilog_of_a_module(tmp_path):
+    path = tmp_path / "v.json"
+    sweep.merge_verify(path, "a" * 64, {"module": "m", "mismatches": 0})
+    sweep.merge_verify(path, "b" * 64, {"module": "n", "mismatches": 0})
+    sweep.merge_verify(path, "c" * 64, {"module": "m", "mismatches": 1})
+    assert json.loads(path.read_text()) == {"b" * 64: {"module": "n", "mismatches": 0},
+                                            "c" * 64: {"module": "m", "mismatches": 1}}
