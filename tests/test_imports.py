@@ -27,7 +27,7 @@ PACKAGES = ("hif4spec", "sim", "hwgen")
 IN_SIMULATOR = {"sim.bench.tb", "sim.cost.cycle_tb"}
 GOLDEN = ("sim.formats", "sim.dot", "sim.stimulus")
 MIDDLE = ("hwgen", "sim.bench", "sim.cost", "sim.cyclesim", "sim.area_model", "sim.rl",
-          "sim.progress", "sim.formal", "sim.gemm_torch")
+          "sim.progress", "sim.formal", "sim.gemm_torch", "sim.sweep")
 #: (importer, back end): sim.dot.gemm(backend="torch") imports its torch back end lazily.
 LAZY_BACKENDS = {("sim.dot", "sim.gemm_torch")}
 
