@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from hif4spec import STEP_ELEMS, operand_layout, residual_layout, unit_spec
+
 __all__ = ["BUILD_ROOT", "run_rtl_cycles", "random_pattern", "check_unit",
            "check_gemm_against_rtl"]
 
@@ -150,7 +152,7 @@ def check_gemm_against_rtl(verilog, manifest, rep, *, seed=0, a=None, w=None, r=
             r = _make_residual(x, unit, residual)
     if w is None:
         w = quantize(rng.standard_normal((n, k)).astype(np.float32), unit, axis=1)
-    ksteps = -(-k // 64)
+    ksteps = -(-k // STEP_ELEMS)
     a_steps = _operand_steps(a, unit, ksteps)
     w_steps = _operand_steps(w, unit, ksteps)
     r_steps = None
@@ -211,35 +213,29 @@ def rep_ready_gaps(rep, timing):
     return rep.ready_gaps
 
 
+def _steps(fields, layout, rows, ksteps):
+    """Tensor fields (rows, blocks, ...) -> step fields (rows, ksteps, *layout shape)."""
+    return {key: np.asarray(fields[key]).reshape((rows, ksteps) + layout.shape(key))
+            for key in layout.fields}
+
+
 def _operand_steps(qt, unit, ksteps):
     """Per row, the step fields (leading dims rows, ksteps)."""
-    f = qt.fields
-    rows = qt.shape[0]
-    if unit == "hif4":
-        return {"elem": f["elem"].reshape(rows, ksteps, 64), "l3": f["l3"].reshape(
-            rows, ksteps, 16), "l2": f["l2"].reshape(rows, ksteps, 8),
-            "scale": f["scale"].reshape(rows, ksteps)}
-    nb = 2 if unit == "mxfp4" else 4
-    return {"elem": f["elem"].reshape(rows, ksteps, nb, -1),
-            "scale": f["scale"].reshape(rows, ksteps, nb)}
+    return _steps(qt.fields, operand_layout(unit_spec(unit).fmt), qt.shape[0], ksteps)
 
 
 def _residual_steps(r, unit, residual, a, ksteps):
+    qt = r.residual if hasattr(r, "residual") else r
+    fmt = unit_spec(unit).fmt
     if residual == "dense":
-        qt = r.residual if hasattr(r, "residual") else r
-        return _operand_steps(qt, unit, ksteps)
-    if unit == "hif4":
+        fields = qt.fields
+    elif fmt == "hif4":
         from sim.formats.resq import pack_24
-        f = pack_24(r.residual if hasattr(r, "residual") else r)
-        rows = a.shape[0]
-        return {key: np.asarray(v).reshape(rows, ksteps, *np.asarray(v).shape[2:])
-                for key, v in f.items()}
-    from sim.formats import resq_mxfp4
-    f = resq_mxfp4.pack_24_mxfp4(r.residual if hasattr(r, "residual") else r)
-    rows = a.shape[0]
-    return {"elem": f["elem"].reshape(rows, ksteps, 2, -1),
-            "pos": f["pos"].reshape(rows, ksteps, 2, -1),
-            "scale": f["scale"].reshape(rows, ksteps, 2)}
+        fields = pack_24(qt)
+    else:
+        from sim.formats.resq_mxfp4 import pack_24_mxfp4
+        fields = pack_24_mxfp4(qt)
+    return _steps(fields, residual_layout(fmt, residual), a.shape[0], ksteps)
 
 
 def _gemm_stream(a_steps, w_steps, r_steps, sel_a, sel_w, ksteps, unit, residual):
