@@ -22,6 +22,7 @@ __all__ = [
     "HIF4_BF16_ONE_SEVENTH",
     "HIF4_REC_SIGNIFICANDS",
     "RESIDUAL24",
+    "RESQ_MODES",
     "RESIDUAL24_MXFP4",
     "ResidualBlockSpec",
     "NVFP4_TENSOR_SCALE_DIVISOR",
@@ -133,6 +134,9 @@ HIF4_MICROGROUP_ELEMS = 4
 HIF4_BF16_ONE_SEVENTH = 0.142578125
 #: BF16(1/S) for E6M2 significands 1.0, 1.25, 1.5, 1.75 (spec step 4), before the power of two.
 HIF4_REC_SIGNIFICANDS = (1.0, 0.80078125, 0.66796875, 0.5703125)
+
+#: Rollout-ResQ sparsifiers S of spec section 6 (which half of the quantized residual is kept).
+RESQ_MODES = ("2:4", "dense", "channel50", "block32x64")
 
 #: NVFP4 per-tensor scale: T = float32(amax / 2688) (6 * 448).
 NVFP4_TENSOR_SCALE_DIVISOR = 2688.0

@@ -4,11 +4,13 @@ import argparse
 import sys
 from pathlib import Path
 
+from hif4spec import RESQ_MODES
+
 from ._util import (CLIError, check_output_file, load_npy, output_option, parse_choice_list,
                     write_files)
 
 FORMAT_NAMES = ("hif4", "mxfp4", "nvfp4", "hif8", "bf16")
-MODE_NAMES = ("2:4", "dense", "channel50", "block32x64")
+MODE_NAMES = RESQ_MODES
 
 DESCRIPTION = """\
 Quantize the array in a .npy file along one axis and print error statistics of the

@@ -27,7 +27,7 @@ from math import ceil
 import numpy as np
 
 from .codecs import E6M2_VALUES, S1P2_VALUES, round_to_dtype
-from hif4spec.formats import FORMATS, RESIDUAL24
+from hif4spec.formats import FORMATS, RESIDUAL24, RESQ_MODES
 from . import packing
 from .tensor import QuantizedTensor, quantize
 
@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 #: Sparsifier modes, in the order the CLI shows them.
-MODES = ("2:4", "dense", "channel50", "block32x64")
+MODES = RESQ_MODES
 
 
 def _check_mode(mode):

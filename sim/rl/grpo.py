@@ -28,6 +28,8 @@ import time
 import torch
 import torch.nn.functional as F
 
+from hif4spec import RESQ_MODES
+
 from .model import TinyConfig, TinyDecoder
 from .qlinear import (Precision, convert_linears, gather_stats, reset_stats, set_collect_stats,
                       set_gemm, set_mode)
@@ -422,8 +424,7 @@ def format_table(results):
     for row in results["summary"]:
         uf = " ".join(_pct(row["underflow"][t]) for t in LAYER_TYPES)
         uf2 = " ".join(_pct(row["underflow_final"][t]) for t in LAYER_TYPES)
-        resq = row["config"].endswith(tuple("+" + m for m in ("2:4", "dense", "channel50",
-                                                               "block32x64")))
+        resq = row["config"].endswith(tuple("+" + m for m in RESQ_MODES))
         lines.append(
             f"{row['config']:<28} {_pct(row['acc'])}+-{_pct(row['acc_std']).strip():>4} "
             f"{100 * row['gap']:+6.1f}+-{_pct(row['gap_std']).strip():>4} "

@@ -50,6 +50,8 @@ from pathlib import Path
 
 import torch
 
+from hif4spec import RESQ_MODES
+
 from .qlinear import (Precision, QuantLinear, convert_linears, gather_stats, reset_stats,
                       set_collect_stats, set_mode)
 
@@ -152,7 +154,7 @@ def layer_type(name):
 
 
 def make_configs(formats=("hif4", "mxfp4", "nvfp4"), modes=MODES,
-                 resq_modes=(None, "2:4", "dense", "channel50", "block32x64"),
+                 resq_modes=(None, *RESQ_MODES),
                  references=("bf16",)):
     """[(format, mode, resq, Precision)], references first (as W16A16 in their format).
 
@@ -259,7 +261,7 @@ def _mismatch(roll_logp, train_logp, tokens):
 
 
 def run_numerics(formats=("hif4", "mxfp4", "nvfp4"), modes=MODES,
-                 resq_modes=(None, "2:4", "dense", "channel50", "block32x64"),
+                 resq_modes=(None, *RESQ_MODES),
                  references=("bf16",), windows=4, window=96, prompts=16, prompt_len=8,
                  new_tokens=16, seed=0, device="cpu", progress=None, loaded=None):
     """Run every configuration of :func:`make_configs`; returns a JSON-ready dict.

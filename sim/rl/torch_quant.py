@@ -55,6 +55,7 @@ import torch.nn.functional as F
 from hif4spec.formats import (ELEMENT_TYPES, HIF4_BF16_ONE_SEVENTH, HIF4_MICROGROUP_ELEMS,
                               HIF4_SUBGROUP_ELEMS, HIF8_OVERFLOW, NVFP4_TENSOR_SCALE_DIVISOR)
 from hif4spec.formats import FORMATS as _SPECS
+from hif4spec.formats import RESQ_MODES
 
 __all__ = [
     "FORMATS", "RESQ_MODES", "CHUNK_ELEMS", "to_numpy", "from_numpy", "fake_quantize",
@@ -64,7 +65,6 @@ __all__ = [
 #: Formats the quantizers accept (the golden model's names).
 FORMATS = ("hif4", "mxfp4", "nvfp4", "hif8", "bf16")
 #: Rollout-ResQ sparsifiers (spec section 6).
-RESQ_MODES = ("2:4", "dense", "channel50", "block32x64")
 #: Elements per chunk of the block quantizers, by device type (others: the "cuda" entry).
 #: Chunks hold whole blocks; the results do not depend on the chunk size.
 CHUNK_ELEMS = {"cpu": 1 << 16, "cuda": 1 << 24}
