@@ -13,7 +13,11 @@ Every result comes back to the driver, which hands it to ``on_result`` as soon a
 known; the sweeps below merge it into their table there and save the table, so a local
 run and a cluster run write the same file. A task that raises (or whose worker is lost) is
 submitted again, at most ``retries`` times, then named in :attr:`Report.failed`; the others
-go on. Ctrl-C cancels what has not finished and keeps what has.
+go on. Ctrl-C (SIGINT) cancels what has not finished and keeps what has: a result being
+merged when it comes is merged first, the local pool's workers are stopped with every
+process they started (each worker leads a process group of its own, so a Ctrl-C at the
+terminal reaches the driver only, which ends the groups), Ray tasks are cancelled with
+``ray.cancel``; then :class:`Interrupted` is raised with the :class:`Report`.
 
 Two sweeps are built on it here:
 
@@ -26,15 +30,19 @@ The RL precision matrix runs its warm-ups and GRPO runs through :func:`run_tasks
 (:func:`sim.rl.grpo.run_experiment`).
 """
 
+import contextlib
 import hashlib
 import json
+import os
+import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["RESOURCES", "VERIFY_TABLE", "Task", "Report", "run_tasks", "synth_sweep",
-           "synth_items", "verify_sweep", "merge_verify", "load_json_table"]
+__all__ = ["RESOURCES", "VERIFY_TABLE", "Task", "Report", "Interrupted", "run_tasks",
+           "synth_sweep", "synth_items", "verify_sweep", "merge_verify", "load_json_table"]
 
 ROOT = Path(__file__).resolve().parents[1]
 GIB = 1024 ** 3
@@ -68,7 +76,8 @@ class Task:
 @dataclass
 class Report:
     """What a sweep did: names of the tasks finished, skipped (already in the table) and
-    failed (with the last error's first line); ``interrupted`` after Ctrl-C."""
+    failed (with the last error's first line); after Ctrl-C, ``interrupted`` and the tasks
+    ``cancelled`` (every task neither finished nor failed)."""
 
     done: list = field(default_factory=list)
     skipped: list = field(default_factory=list)
@@ -86,13 +95,78 @@ class Report:
         return ", ".join(parts) + f" ({self.seconds:.0f} s)"
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C stopped :func:`run_tasks`; ``report`` is its :class:`Report` (what finished
+    is merged, the rest cancelled)."""
+
+    def __init__(self, report):
+        super().__init__(f"interrupted: {len(report.done)} done, "
+                         f"{len(report.cancelled)} cancelled")
+        self.report = report
+
+
+class _Sigint:
+    """SIGINT as :class:`KeyboardInterrupt`, held back while a result is merged.
+
+    Inside ``with self.merging():`` a SIGINT is only noted, and raised when the block ends,
+    so a result that came back is merged whole and counted. After the first, further
+    SIGINTs are ignored (:meth:`stop`) until the handler is restored: the cancellation is
+    not itself interrupted. Outside the main thread (where Python delivers no signals)
+    nothing is installed.
+    """
+
+    def __init__(self):
+        self.noted = self.shielded = False
+        self.previous = None
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc):
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+
+    def _handle(self, signum, frame):
+        if self.shielded:
+            self.noted = True
+        else:
+            raise KeyboardInterrupt
+
+    def stop(self):
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    @contextlib.contextmanager
+    def merging(self):
+        self.shielded = True
+        try:
+            yield
+        finally:
+            self.shielded = False
+        if self.noted:
+            raise KeyboardInterrupt
+
+
 def _first_line(exc):
     text = str(exc).strip() or type(exc).__name__
     return text.splitlines()[0][:300]
 
 
+def _worker_init():
+    """Make a local pool worker the leader of a process group of its own (see :class:`_Local`)."""
+    os.setpgid(0, 0)
+
+
 class _Local:
-    """A process pool (spawned workers: no state of the driver leaks into a task)."""
+    """A process pool (spawned workers: no state of the driver leaks into a task).
+
+    Each worker leads a process group of its own (:func:`_worker_init`), which the
+    processes a task starts (Yosys, ``make``, the simulator) join; so a Ctrl-C at the
+    terminal reaches only the driver, and :meth:`cancel` ends a worker with everything
+    it started.
+    """
 
     def __init__(self, jobs):
         import concurrent.futures as cf
@@ -103,13 +177,17 @@ class _Local:
         self.ctx = multiprocessing.get_context("spawn")
         self.pool = None
 
+    def _new_pool(self):
+        return self.cf.ProcessPoolExecutor(self.jobs, mp_context=self.ctx,
+                                           initializer=_worker_init)
+
     def submit(self, task):
         if self.pool is None:
-            self.pool = self.cf.ProcessPoolExecutor(self.jobs, mp_context=self.ctx)
+            self.pool = self._new_pool()
         try:
             return self.pool.submit(task.fn, *task.args)
         except self.cf.process.BrokenProcessPool:
-            self.pool = self.cf.ProcessPoolExecutor(self.jobs, mp_context=self.ctx)
+            self.pool = self._new_pool()
             return self.pool.submit(task.fn, *task.args)
 
     def wait(self, handles):
@@ -129,10 +207,20 @@ class _Local:
     def cancel(self, handles):
         if self.pool is None:
             return
-        self.pool.shutdown(wait=False, cancel_futures=True)
         # the running tasks too: the executor has no public call for it before Python 3.14
-        for proc in list((getattr(self.pool, "_processes", None) or {}).values()):
-            proc.terminate()
+        procs = list((getattr(self.pool, "_processes", None) or {}).values())
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        for sig in (signal.SIGTERM, signal.SIGKILL):    # SIGKILL: whatever ignored SIGTERM
+            for proc in procs:
+                for kill in (os.killpg, os.kill):   # os.kill: a worker not yet a group leader
+                    try:
+                        kill(proc.pid, sig)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+            if sig == signal.SIGTERM:
+                deadline = time.monotonic() + 5
+                for proc in procs:
+                    proc.join(max(0.0, deadline - time.monotonic()))
         self.pool = None
 
     def close(self):
@@ -152,7 +240,19 @@ class _Ray:
         import logging
 
         self.ray = ray
-        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+        # Ray Client: the head starts a server process per connection, and that start can
+        # fail now and then (seen with Ray 2.60 on a loaded machine: "Initialization failure
+        # from server"); a new connection gets a new one
+        tries = 3 if address.startswith("ray://") else 1
+        for attempt in range(1, tries + 1):
+            try:
+                ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+                break
+            except ConnectionError as exc:
+                ray.shutdown()
+                if attempt == tries:
+                    raise RuntimeError(f"cannot connect to the Ray cluster at {address} "
+                                       f"({tries} tries): {_first_line(exc)}") from None
         self.remotes = {}
 
     def submit(self, task):
@@ -190,8 +290,9 @@ def run_tasks(tasks, on_result, *, cluster=None, jobs=1, retries=2, progress=Tru
     given to ``ray.init``. A task that raises, or whose worker is lost, is run again up to
     ``retries`` times and then recorded in ``report.failed``. With ``progress``, one line
     per finished task with the count, the elapsed time and the ETA (:mod:`sim.progress`).
-    Ctrl-C cancels the remaining tasks, marks the report ``interrupted`` and raises
-    :class:`KeyboardInterrupt` again after the results already handed over. Returns the
+    Ctrl-C (SIGINT) during the run cancels the remaining tasks (a result being handed to
+    ``on_result`` is handed over whole first), marks the report ``interrupted`` with the
+    tasks ``cancelled`` and raises :class:`Interrupted` carrying it. Returns the
     :class:`Report`.
     """
     from sim.progress import progress as make_bar
@@ -208,11 +309,32 @@ def run_tasks(tasks, on_result, *, cluster=None, jobs=1, retries=2, progress=Tru
     bar = make_bar(len(tasks), desc, enabled=progress, unit="task")
     attempts = {}
     pending = {}
-    try:
-        for task in tasks:
-            pending[backend.submit(task)] = task
-        while pending:
-            for handle, ok, value in backend.wait(list(pending)):
+    sigint = _Sigint()
+    with sigint:
+        try:
+            _drive(tasks, pending, attempts, backend, bar, sigint, on_result, retries, desc,
+                   report)
+        except KeyboardInterrupt:
+            sigint.stop()
+            report.interrupted = True
+            report.cancelled = [t.name for t in tasks
+                                if t.name not in report.done and t.name not in report.failed]
+            backend.cancel(list(pending))
+            raise Interrupted(report) from None
+        finally:
+            bar.close()
+            backend.close()
+            report.seconds += time.monotonic() - start
+    return report
+
+
+def _drive(tasks, pending, attempts, backend, bar, sigint, on_result, retries, desc, report):
+    """:func:`run_tasks`' loop: submit every task, then hand over results as they come."""
+    for task in tasks:
+        pending[backend.submit(task)] = task
+    while pending:
+        for handle, ok, value in backend.wait(list(pending)):
+            with sigint.merging():      # a result is merged, counted and shown whole
                 task = pending.pop(handle)
                 if ok:
                     on_result(task, value)
@@ -230,16 +352,6 @@ def run_tasks(tasks, on_result, *, cluster=None, jobs=1, retries=2, progress=Tru
                 bar.set_postfix_str(status, refresh=False)
                 bar.update(1)
                 bar.refresh()           # one line per finished task, with the ETA
-    except KeyboardInterrupt:
-        report.interrupted = True
-        report.cancelled = [t.name for t in pending.values()]
-        backend.cancel(list(pending))
-        raise
-    finally:
-        bar.close()
-        backend.close()
-        report.seconds += time.monotonic() - start
-    return report
 
 
 # --- tables -----------------------------------------------------------------------------

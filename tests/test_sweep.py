@@ -2,12 +2,14 @@
 skipped on a re-run, a failing task retried and named while the others still land.
 
 Synthesis here runs on primitives (seconds); the sweep of real units, locally and on Ray,
-is ``tests/test_sweep_ray.py``.
+is ``tests/test_sweep_ray.py``. Ctrl-C is sent to ``hif4 sweep synth`` run by
+``tests/sweep_driver.py`` (the command on primitives) in a subprocess.
 """
 
 import json
 
 import pytest
+import sweep_driver
 
 from sim import sweep
 from sim.cli import main
@@ -103,3 +105,64 @@ def test_verify_table_merge_replaces_the_old_verilog_of_a_module(tmp_path):
     sweep.merge_verify(path, "c" * 64, {"module": "m", "mismatches": 1})
     assert json.loads(path.read_text()) == {"b" * 64: {"module": "n", "mismatches": 0},
                                             "c" * 64: {"module": "m", "mismatches": 1}}
+
+
+def test_ctrl_c_cancels_the_rest_keeps_what_finished_and_leaves_no_process(tmp_path):
+    table = tmp_path / "table.json"
+    sizes = "32,31,30,29,28,27"
+    code, out, err, seen = sweep_driver.interrupt_after_first_result(
+        [sizes, "--jobs", "2", "--table", str(table), "--cache-dir", str(tmp_path / "cache")],
+        table)
+    sweep_driver.check_interrupted(code, out, err, table, total=6)
+    # the driver saw its two workers and their Yosys processes; none outlives it
+    assert len(seen) >= 3, seen
+    assert sweep_driver.survivors(seen) == []
+
+
+def test_ctrl_c_while_a_result_is_merged_merges_it_then_cancels_the_rest():
+    import os
+    import signal
+    import time
+
+    merged = []
+
+    def on_result(task, value):
+        os.kill(os.getpid(), signal.SIGINT)         # Ctrl-C in the middle of the merge
+        time.sleep(0.2)
+        merged.append((task.name, value))
+
+    tasks = [sweep.Task("quick", "synth", len, ("abc",)),
+             sweep.Task("slow", "synth", time.sleep, (60,))]
+    start = time.monotonic()
+    with pytest.raises(sweep.Interrupted) as stop:
+        sweep.run_tasks(tasks, on_result, jobs=1, progress=False)
+    assert merged == [("quick", 3)]
+    report = stop.value.report
+    assert report.done == ["quick"] and report.cancelled == ["slow"] and report.interrupted
+    assert time.monotonic() - start < 30                # the sleeping worker was stopped
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_interrupted_rl_matrix_keeps_its_finished_runs(monkeypatch):
+    """A Ctrl-C during the GRPO runs hands the finished runs back (``stop.partial``), in the
+    form a rerun's ``previous`` keeps; the sweep CLI writes them to --json."""
+    pytest.importorskip("torch")
+    from sim.rl import grpo
+
+    def fake_run_tasks(tasks, on_result, **kw):
+        for n, task in enumerate(tasks):
+            if task.name.startswith("warm-up"):
+                on_result(task, {"seed": task.args[1]})
+            elif n < 2:
+                on_result(task, {"seed": task.args[3], "config": task.args[2].name})
+            else:
+                raise sweep.Interrupted(sweep.Report())
+        return sweep.Report()
+
+    monkeypatch.setattr(sweep, "run_tasks", fake_run_tasks)
+    configs = grpo.build_configs(formats=("hif4",))
+    with pytest.raises(KeyboardInterrupt) as stop:
+        grpo.run_experiment(grpo.QUICK, configs, [0], progress=False, jobs=2)
+    partial = stop.value.partial
+    assert partial["partial"] and partial["seeds"] == [0]
+    assert [r["config"] for r in partial["runs"]] == [c.name for c in configs[:2]]

@@ -3,12 +3,18 @@
 Tests here may send traffic only to loopback, and Ray binds to the primary interface even
 when told ``--node-ip-address 127.0.0.1``. So the whole Ray part (head, driver, workers)
 runs in a network namespace of its own (``unshare -n``), where loopback is the only
-interface. The head has two worker CPUs; it is stopped (``ray stop``) inside the namespace.
+interface. The head has two worker CPUs and a Ray Client server; it is stopped (``ray stop``)
+inside the namespace.
 
 The selection is the two cheapest 16-lane units measured (synthesis 40-55 s each here):
 ``hif4`` and ``nvfp4``, no residual, three stages. Each run synthesizes into a cache folder
 of its own, so the Ray tasks really run Yosys (the test checks their cache folder filled);
 verification shares the Verilator builds (cached by Verilog hash) but every run simulates.
+
+Through the Ray Client (``--cluster ray://127.0.0.1:PORT``), ``tests/sweep_driver.py`` runs
+``hif4 sweep synth`` on primitives (seconds each): one sweep that must give the table of a
+local run, and one sent SIGINT after its first result, checked as the local Ctrl-C test
+checks it (``tests/test_sweep.py``), and then the head's two CPUs must be free again.
 """
 
 import importlib.util
@@ -23,6 +29,7 @@ import time
 from pathlib import Path
 
 import pytest
+import sweep_driver
 
 REPO = Path(__file__).resolve().parents[1]
 SELECTION = ["--unit", "hif4,nvfp4", "--residual", "none", "--stages", "3", "--lanes", "16"]
@@ -35,7 +42,9 @@ pytestmark = pytest.mark.skipif(
 # Runs inside the namespace: start the head, run the sweeps against it, stop it.
 DRIVER = textwrap.dedent("""
     import json, os, subprocess, sys, time
-    tmp, ray_dir, port = sys.argv[1], sys.argv[2], sys.argv[3]
+    tmp, ray_dir, port, client_port = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[5]
+    sys.path.insert(0, os.path.join(os.getcwd(), "tests"))
+    import sweep_driver
     ray = os.path.join(os.path.dirname(sys.executable), "ray")
     hif4 = [sys.executable, "-m", "sim.cli"]
     sel = json.loads(sys.argv[4])
@@ -44,6 +53,7 @@ DRIVER = textwrap.dedent("""
     subprocess.run([ray, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", port,
                     "--num-cpus", "2", "--include-dashboard", "false",
                     "--object-store-memory", "300000000", "--temp-dir", ray_dir,
+                    "--ray-client-server-port", client_port,
                     "--disable-usage-stats"], check=True, capture_output=True)
     try:
         for kind, extra in (("synth", ["--cache-dir", f"{tmp}/cache_ray"]),
@@ -64,6 +74,27 @@ DRIVER = textwrap.dedent("""
         report = sweep.synth_sweep(items, path=f"{tmp}/ray_fault.json", cluster=address,
                                    retries=1, progress=False, cache_dir=f"{tmp}/cache_fault")
         times["fault"] = {"done": report.done, "failed": report.failed}
+        # the Ray Client: a sweep, and a sweep interrupted after its first result
+        client = ["--cluster", f"ray://127.0.0.1:{client_port}"]
+        t = time.monotonic()
+        subprocess.run([sys.executable, sweep_driver.__file__, "24,26", *client, "--quiet",
+                        "--table", f"{tmp}/client.json", "--cache-dir", f"{tmp}/cache_client"],
+                       check=True)
+        times["client"] = time.monotonic() - t
+        t = time.monotonic()
+        code, out, err, seen = sweep_driver.interrupt_after_first_result(
+            ["32,31,30,29,28,27", *client, "--table", f"{tmp}/client_int.json",
+             "--cache-dir", f"{tmp}/cache_client_int"], sweep_driver.Path(f"{tmp}/client_int.json"))
+        times["interrupt"] = time.monotonic() - t
+        import ray as ray_api
+        ray_api.init(address=address, logging_level="ERROR", log_to_driver=False)
+        t = time.monotonic()
+        while ray_api.available_resources().get("CPU", 0) < 2 and time.monotonic() - t < 60:
+            time.sleep(0.2)
+        times["cpu_free"] = [ray_api.available_resources().get("CPU", 0), time.monotonic() - t]
+        ray_api.shutdown()
+        times["interrupted"] = {"code": code, "out": out, "err": err,
+                                "survivors": sweep_driver.survivors(seen)}
     finally:
         subprocess.run([ray, "stop", "--force"], capture_output=True)
     print("RESULT " + json.dumps(times))
@@ -90,7 +121,7 @@ def test_cluster_sweep_equals_local_sweep(tmp_path):
     ray_dir = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
     try:
         inner = (f"ip link set lo up && exec {sys.executable} {script} {tmp_path} {ray_dir} "
-                 f"6390 '{json.dumps(SELECTION)}'")
+                 f"6390 '{json.dumps(SELECTION)}' 10001")
         proc = subprocess.run(["unshare", "-n", "sh", "-c", inner], cwd=REPO, text=True,
                               capture_output=True, timeout=900,
                               env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"})
@@ -117,3 +148,19 @@ def test_cluster_sweep_equals_local_sweep(tmp_path):
     assert sorted(fault["done"]) == good
     landed = json.loads((tmp_path / "ray_fault.json").read_text())
     assert len(landed) == 2
+    # through the Ray Client: the table of a local run of the same primitives
+    subprocess.run([sys.executable, sweep_driver.__file__, "24,26", "--jobs", "2", "--quiet",
+                    "--table", str(tmp_path / "local_client.json"), "--cache-dir",
+                    str(tmp_path / "cache_local_client")], check=True, cwd=REPO)
+    assert (tmp_path / "client.json").read_bytes() == \
+        (tmp_path / "local_client.json").read_bytes()
+    assert len(list((tmp_path / "cache_client").glob("*.json"))) == 2
+    # Ctrl-C through the Ray Client: one line, the finished results kept, the rest
+    # cancelled (the head's CPUs free again), no process left behind
+    stop = on_ray["interrupted"]
+    print(f"Ray Client sweep of 2 primitives {on_ray['client']:.0f} s; interrupted sweep "
+          f"{on_ray['interrupt']:.0f} s; CPUs free {on_ray['cpu_free'][1]:.1f} s after")
+    sweep_driver.check_interrupted(stop["code"], stop["out"], stop["err"],
+                                   tmp_path / "client_int.json", total=6)
+    assert stop["survivors"] == []
+    assert on_ray["cpu_free"][0] == 2

@@ -194,13 +194,15 @@ def run(args):
 def _finish(run_sweep, kind, table):
     from sim import sweep
 
-    report = sweep.Report()
     try:
         report = run_sweep()
-    except KeyboardInterrupt:
-        print(f"hif4 sweep {kind}: interrupted; finished results are in "
+    except sweep.Interrupted as stop:
+        done = stop.report
+        failed = f", {len(done.failed)} failed" if done.failed else ""
+        print(f"hif4 sweep {kind}: interrupted: {len(done.done)} finished, "
+              f"{len(done.cancelled)} cancelled{failed}; the finished results are in "
               f"{display_path(table)}", file=sys.stderr)
-        raise
+        return 130
     except RuntimeError as exc:      # Ray missing or unreachable
         raise CLIError(str(exc)) from None
     print(f"hif4 sweep {kind}: {report.summary('configurations')}; table "
@@ -237,14 +239,24 @@ def _run_rl(args, cluster):
 
     settings = dataclasses.replace(grpo.QUICK if args.quick else grpo.FULL)
     configs = grpo.build_configs(formats=formats)
+    from ._util import write_files
+
     try:
         results = grpo.run_experiment(settings, configs, seeds, progress=not args.quiet,
                                       jobs=args.jobs, cluster=cluster, retries=args.retries,
                                       previous=sweep_previous(path))
+    except KeyboardInterrupt as stop:
+        partial = getattr(stop, "partial", None)
+        if partial is None:
+            raise
+        write_files([(path, (json.dumps(partial, indent=1) + "\n").encode())])
+        print(f"hif4 sweep rl: interrupted: {len(partial['runs'])} of "
+              f"{len(configs) * len(seeds)} runs finished and kept in {display_path(path)} "
+              f"(the same command runs the rest)", file=sys.stderr)
+        return 130
     except RuntimeError as exc:
         raise CLIError(str(exc)) from None
     wall = results.pop("wall_s")
-    from ._util import write_files
 
     write_files([(path, (json.dumps(results, indent=1) + "\n").encode())])
     sys.stdout.write(grpo.format_table(results))

@@ -359,12 +359,21 @@ def run_experiment(settings, configs, seeds, progress=True, jobs=1, threads=1, c
                 raise RuntimeError("runs failed: " + "; ".join(
                     f"{name} ({why})" for name, why in report.failed.items()))
 
-        phase([sweep.Task(f"warm-up seed {seed}", "rl", _warmup_job, (settings, seed, threads))
-               for seed in todo_seeds], warm)
-        phase([sweep.Task(f"seed {seed} {config.name}", "rl", _grpo_job,
-                          (settings, states[seed], config, seed, eval_set_for(settings, seed),
-                           threads))
-               for seed, config in todo], ran)
+        try:
+            phase([sweep.Task(f"warm-up seed {seed}", "rl", _warmup_job,
+                              (settings, seed, threads)) for seed in todo_seeds], warm)
+            phase([sweep.Task(f"seed {seed} {config.name}", "rl", _grpo_job,
+                              (settings, states[seed], config, seed,
+                               eval_set_for(settings, seed), threads))
+                   for seed, config in todo], ran)
+        except KeyboardInterrupt as stop:
+            bar.close()
+            # what finished, in the form ``previous`` takes, so that a rerun keeps it
+            stop.partial = {"settings": dataclasses.asdict(settings), "seeds": list(seeds),
+                            "runs": [done[(seed, config.name)] for seed, config in work
+                                     if (seed, config.name) in done],
+                            "partial": True}
+            raise
     runs = [done[(seed, config.name)] for seed, config in work]
     bar.close()
     return {
