@@ -44,11 +44,10 @@ class UnitSpec:
 
 
 UNITS = {u.name: u for u in (
-    UnitSpec("hif4", "hif4", "hwgen.hif4:HiF4DotUnit", ("none", "2:4", "dense"),
-             ("none", "2:4")),
-    UnitSpec("mxfp4", "mxfp4", "hwgen.mxfp4:MXFP4DotUnit", ("none", "2:4", "dense"),
-             ("none", "2:4")),
-    UnitSpec("nvfp4", "nvfp4", "hwgen.nvfp4:NVFP4DotUnit", ("none",), ("none",)),
+    UnitSpec("hif4", "hif4", "hwgen.hif4:HiF4DotUnit", RESIDUAL_MODES, RESIDUAL_MODES[:2]),
+    UnitSpec("mxfp4", "mxfp4", "hwgen.mxfp4:MXFP4DotUnit", RESIDUAL_MODES, RESIDUAL_MODES[:2]),
+    UnitSpec("nvfp4", "nvfp4", "hwgen.nvfp4:NVFP4DotUnit", RESIDUAL_MODES[:1],
+             RESIDUAL_MODES[:1]),
 )}
 
 

@@ -61,7 +61,12 @@ def check_output_file(path, option="output"):
     path = Path(path)
     if path.is_dir():
         raise CLIError(f"{option} {str(path)!r} is a folder; give a file name")
-    folder = path.parent
+    _check_parent(path.parent, option, path)
+    return path
+
+
+def _check_parent(folder, option, path):
+    """``folder`` (where ``path`` goes) must be an existing, writable folder."""
     if not folder.is_dir():
         base = folder
         while not base.exists() and base != base.parent:
@@ -71,7 +76,6 @@ def check_output_file(path, option="output"):
         raise CLIError(f"{option} {str(path)!r}: folder {str(folder)!r} does not exist; "
                        "create it first")
     _probe(folder, option, path)
-    return path
 
 
 def check_output_folder(path, option="output folder"):
@@ -83,16 +87,7 @@ def check_output_folder(path, option="output folder"):
             raise CLIError(f"{option} {str(path)!r} is a file, not a folder")
         _probe(path, option, path)
         return path
-    parent = path.parent
-    if not parent.is_dir():
-        base = parent
-        while not base.exists() and base != base.parent:
-            base = base.parent
-        if base.exists() and not base.is_dir():
-            raise CLIError(f"{option} {str(path)!r}: {str(base)!r} is a file, not a folder")
-        raise CLIError(f"{option} {str(path)!r}: folder {str(parent)!r} does not exist; "
-                       "create it first")
-    _probe(parent, option, path)
+    _check_parent(path.parent, option, path)
     return path
 
 

@@ -2,10 +2,12 @@
 
 import sys
 
+from hif4spec import RESQ_MODES
+
 from ._util import CLIError, check_output_file, output_option, parse_choice_list, write_files
 
 FP4_FORMATS = ("hif4", "mxfp4", "nvfp4")
-RESQ_CHOICES = ("none", "dense", "2:4", "channel50", "block32x64")
+RESQ_CHOICES = ("none", *RESQ_MODES)
 
 
 def register(subparsers):
