@@ -10,7 +10,7 @@ import sys
 
 from tqdm import tqdm
 
-__all__ = ["DELAY_S", "LOG_INTERVAL_S", "progress"]
+__all__ = ["DELAY_S", "LOG_INTERVAL_S", "progress", "Reporter"]
 
 #: Seconds of work before anything is shown.
 DELAY_S = 0.5
@@ -58,3 +58,21 @@ def progress(total=None, desc="", *, enabled=True, stream=None, unit="it"):
     return kind(total=total, desc=desc, unit=unit, disable=not enabled, leave=True,
                 file=stream if tty else _Lines(stream), dynamic_ncols=tty, ascii=not tty,
                 mininterval=0.1 if tty else LOG_INTERVAL_S, delay=DELAY_S)
+
+
+class Reporter:
+    """A ``report(i, n, what)`` callback (``i`` of ``n`` done, now at ``what``) that opens a
+    :func:`progress` bar on its first call; :meth:`close` closes it if it was opened."""
+
+    def __init__(self, desc, *, enabled=True, unit="it"):
+        self.desc, self.enabled, self.unit, self.bar = desc, enabled, unit, None
+
+    def __call__(self, i, n, what):
+        if self.bar is None:
+            self.bar = progress(n, self.desc, enabled=self.enabled, unit=self.unit)
+        self.bar.set_postfix_str(what, refresh=False)
+        self.bar.update(i - self.bar.n)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()

@@ -4,6 +4,8 @@ import math
 import re
 from pathlib import Path
 
+from sim.progress import Reporter
+
 from ._util import (CLIError, add_unit_options, check_output_file, output_option, read_manifest,
                     say_using, unit_lists, write_files)
 
@@ -47,22 +49,17 @@ def check_array_steps(args, gemm, array, limit=5_000_000):
                        f"steps; use a larger array or a smaller GEMM (at most {limit:,})")
 
 
-class _Progress:
-    """``progress(done, total, what)`` callback of :func:`sim.cost.estimate.estimate_rows`
-    drawn with :func:`sim.progress.progress`."""
+class _Progress(Reporter):
+    """``progress(done, total, what)`` callback of :func:`sim.cost.estimate.estimate_rows`;
+    the bar closes when the last unit is done."""
 
     def __init__(self):
-        self.bar = None
+        super().__init__("hif4 estimate", unit="unit")
 
     def __call__(self, done, total, what):
-        from sim.progress import progress
-
-        if self.bar is None:
-            self.bar = progress(total, "hif4 estimate", unit="unit")
-        self.bar.set_postfix_str(what, refresh=False)
-        self.bar.update(done - self.bar.n)
+        super().__call__(done, total, what)
         if done >= total:
-            self.bar.close()
+            self.close()
 
 
 def register(subparsers):

