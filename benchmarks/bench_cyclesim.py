@@ -26,12 +26,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hif4spec import LANES, RESIDUAL_MODES, UNITS  # noqa: E402
+from hif4spec import LANES, RESIDUAL_MODES, units_of_kind  # noqa: E402
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--unit", default="hif4", choices=tuple(UNITS))
+    ap.add_argument("--unit", default="hif4", choices=[u.name for u in units_of_kind("dot")])
     ap.add_argument("--steps", type=int, default=3000, help="steps through cocotb")
     ap.add_argument("--lanes", type=int, default=64, choices=LANES)
     ap.add_argument("--residual", default="none", choices=RESIDUAL_MODES)

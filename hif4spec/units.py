@@ -1,5 +1,9 @@
 """The unit registry: every unit, the parameters it accepts, its defaults and names.
 
+Two kinds of unit exist (``KINDS``): ``"dot"``, the dot-product units (quantized steps in,
+FP32 words out), and ``"encoder"``, the quantizers (BF16 groups in, the packed operand step
+and residual step a dot unit takes out). A consumer that handles one kind asks for it
+(:func:`units_of_kind`, the ``kind`` argument of :func:`all_configs` / :func:`standard_set`).
 A unit is registered once here with the ``"module:attribute"`` of its Amaranth generator
 (imported only by ``hwgen``); the CLI's choices, the benches, the cycle simulator and the
 estimators all read this table.
@@ -9,9 +13,10 @@ from dataclasses import dataclass
 
 from .steps import operand_layout, residual_layout
 
-__all__ = ["RESIDUAL_MODES", "RESIDUAL_TAGS", "STAGES", "LANES", "DEFAULTS", "UnitSpec",
-           "UNITS", "unit_spec", "check_params", "resolve", "module_name", "parse_module_name",
-           "payload_fields", "all_configs", "standard_set", "residuals_of"]
+__all__ = ["RESIDUAL_MODES", "RESIDUAL_TAGS", "STAGES", "LANES", "DEFAULTS", "KINDS",
+           "UnitSpec", "UNITS", "unit_spec", "units_of_kind", "check_params", "resolve",
+           "module_name", "parse_module_name", "payload_fields", "output_fields",
+           "all_configs", "standard_set", "residuals_of", "BF16_BITS", "TENSOR_SCALE_BITS"]
 
 #: Residual modes of a dot-product unit: no residual input, a packed 2:4 residual block,
 #: a second dense operand (spec section 6).
@@ -22,6 +27,12 @@ RESIDUAL_TAGS = {"none": "rnone", "2:4": "r24", "dense": "rdense"}
 STAGES = (1, 2, 3, 4)
 #: Elements per cycle every unit accepts (``lanes``); a step is 64 elements.
 LANES = (16, 32, 64)
+#: Unit kinds: dot-product units and encoders (quantizers).
+KINDS = ("dot", "encoder")
+#: Bits of one encoder input element (a BF16 code).
+BF16_BITS = 16
+#: Bits of the per-tensor FP32 scale T an NVFP4 encoder takes with a group.
+TENSOR_SCALE_BITS = 32
 #: Parameters a unit takes when they are not given.
 DEFAULTS = {"residual": "none", "stages": 3, "lanes": 64}
 
@@ -32,8 +43,10 @@ class UnitSpec:
 
     ``name`` is the ``--unit`` value, ``fmt`` the operand format, ``builder`` the
     ``"module:attribute"`` of its generator, ``residuals`` the residual modes it accepts (in
-    ``RESIDUAL_MODES`` order) and ``standard`` the residual modes of the standard set
-    (``hif4 generate --all``, at the default stages and lanes).
+    ``RESIDUAL_MODES`` order), ``standard`` the residual modes of the standard set
+    (``hif4 generate --all``, at the default stages and lanes) and ``kind`` one of
+    ``KINDS``. An encoder's residual mode is the residual step it emits beside the operand
+    step (the one the dot unit of its format takes).
     """
 
     name: str
@@ -41,6 +54,7 @@ class UnitSpec:
     builder: str
     residuals: tuple
     standard: tuple
+    kind: str = "dot"
 
 
 UNITS = {u.name: u for u in (
@@ -48,7 +62,24 @@ UNITS = {u.name: u for u in (
     UnitSpec("mxfp4", "mxfp4", "hwgen.mxfp4:MXFP4DotUnit", RESIDUAL_MODES, RESIDUAL_MODES[:2]),
     UnitSpec("nvfp4", "nvfp4", "hwgen.nvfp4:NVFP4DotUnit", RESIDUAL_MODES[:1],
              RESIDUAL_MODES[:1]),
+    UnitSpec("hif4_quant", "hif4", "hwgen.encoder:HiF4QuantUnit", RESIDUAL_MODES,
+             RESIDUAL_MODES[:2], "encoder"),
+    UnitSpec("mxfp4_quant", "mxfp4", "hwgen.encoder:MXFP4QuantUnit", RESIDUAL_MODES,
+             RESIDUAL_MODES[:2], "encoder"),
+    UnitSpec("nvfp4_quant", "nvfp4", "hwgen.encoder:NVFP4QuantUnit", RESIDUAL_MODES[:1],
+             RESIDUAL_MODES[:1], "encoder"),
 )}
+
+
+def units_of_kind(kind):
+    """``[UnitSpec, ...]`` of the units of ``kind`` (one of ``KINDS``), as registered."""
+    if kind not in KINDS:
+        raise ValueError(f"Unit kind must be one of {', '.join(KINDS)}, not {kind!r}")
+    return [u for u in UNITS.values() if u.kind == kind]
+
+
+def _units(kind):
+    return list(UNITS.values()) if kind is None else units_of_kind(kind)
 
 
 def unit_spec(name):
@@ -87,8 +118,10 @@ def resolve(unit, residual=None, stages=None, lanes=None):
 
 
 def module_name(unit, residual, stages, lanes):
-    """Verilog module name, e.g. ``hif4_dot_r24_s3_l64``."""
-    return f"{unit}_dot_{RESIDUAL_TAGS[residual]}_s{stages}_l{lanes}"
+    """Verilog module name, e.g. ``hif4_dot_r24_s3_l64`` (a dot unit) or
+    ``hif4_quant_r24_s3_l64`` (an encoder)."""
+    infix = "_dot" if unit_spec(unit).kind == "dot" else ""
+    return f"{unit}{infix}_{RESIDUAL_TAGS[residual]}_s{stages}_l{lanes}"
 
 
 def parse_module_name(name):
@@ -99,9 +132,25 @@ def parse_module_name(name):
     return None
 
 
-def payload_fields(unit, residual):
-    """``[(field, bits), ...]`` of a unit's input payload, low bits first."""
+def payload_fields(unit, residual, lanes=None):
+    """``[(field, bits), ...]`` of a unit's input payload (one transfer on ``i``), low bits
+    first.
+
+    A dot unit's is one step: ``a``, ``w``, ``r`` (with a residual), ``first``, ``last``
+    (``lanes`` is not used). An encoder's is one beat of ``lanes`` BF16 codes, ``x``
+    (element j of the beat at bits ``[16 j, 16 j + 16)``; beat b of a group carries group
+    elements ``[b * lanes, (b + 1) * lanes)``), and for NVFP4 ``t``, the FP32 tensor scale
+    (raw bits), taken with the group's last beat; ``lanes`` is required.
+    """
     spec = unit_spec(unit)
+    if spec.kind == "encoder":
+        if lanes not in LANES:
+            raise ValueError(f"Lane count must be one of {', '.join(map(str, LANES))}, "
+                             f"not {lanes!r}")
+        out = [("x", lanes * BF16_BITS)]
+        if spec.fmt == "nvfp4":
+            out.append(("t", TENSOR_SCALE_BITS))
+        return out
     out = [("a", operand_layout(spec.fmt).bits), ("w", operand_layout(spec.fmt).bits)]
     res = residual_layout(spec.fmt, residual)
     if res is not None:
@@ -109,13 +158,29 @@ def payload_fields(unit, residual):
     return out + [("first", 1), ("last", 1)]
 
 
-def all_configs():
-    """Every configuration, ``[(unit, residual, stages, lanes), ...]``: units as registered,
-    then their residual modes, stages and lanes ascending."""
-    return [(u.name, r, s, n) for u in UNITS.values() for r in u.residuals
+def output_fields(unit, residual):
+    """``[(field, bits), ...]`` of a unit's output payload (``o``), low bits first: a dot
+    unit's FP32 word ``acc``; an encoder's operand step ``q`` and, with a residual, the
+    residual step ``r`` (exactly the ``a`` and ``r`` fields of its format's dot-unit step)."""
+    spec = unit_spec(unit)
+    if spec.kind == "dot":
+        return [("acc", 32)]
+    out = [("q", operand_layout(spec.fmt).bits)]
+    res = residual_layout(spec.fmt, residual)
+    if res is not None:
+        out.append(("r", res.bits))
+    return out
+
+
+def all_configs(kind=None):
+    """Every configuration, ``[(unit, residual, stages, lanes), ...]``, of every unit or of
+    the units of ``kind``: units as registered, then their residual modes, stages and lanes
+    ascending."""
+    return [(u.name, r, s, n) for u in _units(kind) for r in u.residuals
             for s in STAGES for n in LANES]
 
 
-def standard_set():
-    """``[(unit, {"residual", "stages", "lanes"}), ...]`` of ``hif4 generate --all``."""
-    return [(u.name, resolve(u.name, residual=r)) for u in UNITS.values() for r in u.standard]
+def standard_set(kind=None):
+    """``[(unit, {"residual", "stages", "lanes"}), ...]`` of ``hif4 generate --all`` (every
+    kind), or of the units of ``kind``."""
+    return [(u.name, resolve(u.name, residual=r)) for u in _units(kind) for r in u.standard]

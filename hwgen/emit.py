@@ -1,7 +1,8 @@
 """Deterministic Verilog emission for generated units.
 
 ``emit_verilog(unit)`` returns the Verilog text of a unit (``unit.module_name`` is the top
-module name) with no source locations, absolute paths or timestamps, so the text depends
+module name; a unit may list its ports with ``verilog_ports()``, see
+:meth:`hwgen.encoder.EncoderUnit.verilog_ports`) with no source locations, absolute paths or timestamps, so the text depends
 only on the unit's parameters and the Amaranth/Yosys versions. ``unit_files(unit)`` gives
 the text of ``<module>.v`` and ``<module>.json`` (see ``hwgen.manifest``); the callers
 (``hif4 generate``, the bench cache) write them.
@@ -16,7 +17,9 @@ __all__ = ["emit_verilog", "unit_files"]
 
 def emit_verilog(unit):
     """The unit's Verilog source (str), deterministic."""
-    text = verilog.convert(unit, name=unit.module_name, emit_src=False)
+    ports = getattr(unit, "verilog_ports", lambda: None)()
+    extra = {} if ports is None else {"ports": ports}
+    text = verilog.convert(unit, name=unit.module_name, emit_src=False, **extra)
     lines = [line.rstrip() for line in text.splitlines()]
     return "\n".join(lines) + "\n"
 

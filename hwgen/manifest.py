@@ -3,21 +3,31 @@
 Keys (sorted, 2-space indent, trailing newline; deterministic):
 
 ``module``        Verilog module name.
-``unit``          unit name (``hif4``, ``mxfp4``, ``nvfp4``).
+``unit``          unit name (``hif4``, ``mxfp4``, ``nvfp4``; the encoders ``hif4_quant``,
+                  ``mxfp4_quant``, ``nvfp4_quant``).
+``kind``          ``"dot"`` or ``"encoder"`` (``hif4spec.KINDS``).
 ``parameters``    ``{"residual", "stages", "lanes"}``.
 ``ports``         ``[{"name", "direction", "width"}]`` in Verilog port order
                   (``clk``, ``rst``, ``i__valid``, ``i__ready``, ``i__payload``,
                   ``o__valid``, ``o__ready``, ``o__payload``).
-``payload``       ``{field: {"offset", "width"}}`` of ``i__payload`` (``a``, ``w``, ``r`` if
-                  present, ``first``, ``last``), low bits first.
-``latency``       rising edges from the input transfer of a ``last`` step to the cycle where
-                  ``o__valid`` is high with the output always ready.
-``ii``            initiation interval: cycles per step (``64 // lanes``).
+``payload``       ``{field: {"offset", "width"}}`` of ``i__payload``, low bits first
+                  (``hif4spec.payload_fields``): a dot unit's step (``a``, ``w``, ``r`` if
+                  present, ``first``, ``last``); an encoder's beat (``x``: ``lanes`` BF16
+                  codes; ``t``: the NVFP4 tensor scale, taken with a group's last beat).
+``output``        ``{field: {"offset", "width"}}`` of ``o__payload``, low bits first
+                  (``hif4spec.output_fields``): ``acc`` (the FP32 word) of a dot unit; ``q``
+                  (the packed operand step) and ``r`` (the residual step, if any) of an
+                  encoder.
+``latency``       rising edges from the input transfer of a ``last`` step (an encoder: of a
+                  group's last beat) to the cycle where ``o__valid`` is high with the output
+                  always ready.
+``ii``            initiation interval: cycles per step, or per group (``64 // lanes``).
 ``timing``        ``{"pipeline": [stage, ...], "rules": str}``: the chain of stream stages
                   from input to output, each ``{"kind": "register" | "comb" | "sequencer" |
-                  "accumulator", ...}`` with the exact per-kind rules in ``rules`` (the text
-                  of ``hwgen.stream``'s and ``hwgen.accum``'s timing sections). A cycle model
-                  that simulates this chain reproduces the unit's handshakes exactly.
+                  "deserializer" | "accumulator", ...}`` with the exact per-kind rules in
+                  ``rules`` (the text of ``hwgen.stream``'s and ``hwgen.accum``'s timing
+                  sections). A cycle model that simulates this chain reproduces the unit's
+                  handshakes exactly.
 ``structure``     what the unit is built from, the area model's one input
                   (:mod:`sim.area_model`): ``[{"block", "family", "params", "count"}]``,
                   ``count`` copies of primitive ``family(params)`` (the families of
@@ -27,10 +37,14 @@ Keys (sorted, 2-space indent, trailing newline; deterministic):
                   its sequencer), ``terms``, ``pipe.<register stage>`` (payload + valid
                   flops), ``accum.align``, ``accum.round``, ``accum.special``,
                   ``accum.reg``. An accumulator alignment shifter of a term also has
-                  ``"term"`` (the term's name).
+                  ``"term"`` (the term's name). An encoder
+                  (:attr:`hwgen.encoder.EncoderUnit.structure`) has ``deserializer``, one
+                  block per quantizer core stage and ``pipe.<register stage>``.
 """
 
 import json
+
+from hif4spec import output_fields, unit_spec
 
 __all__ = ["manifest", "manifest_text", "TIMING_RULES"]
 
@@ -43,14 +57,27 @@ TIMING_RULES = (
     "sequencer(n): a counter c (reset 0) increments on every edge with i.valid and c < n-1; "
     "at c = n-1, o.valid = i.valid and i.ready = o.ready, and the transfer resets c to 0; "
     "so a step takes n cycles and i.ready is low in its first n-1 cycles. "
+    "deserializer(n) (beats = n): a counter c (reset 0) counts beats; while c < n-1, "
+    "i.ready = 1 and a transfer registers the beat and increments c; at c = n-1, "
+    "o.valid = i.valid, i.ready = o.ready, o.payload = the registered beats and the current "
+    "one, and the transfer resets c to 0; n = 1 is comb. "
     "accumulator: i.ready = !o.valid | o.ready; on a transfer in, the accumulator register "
     "takes RNE_FP32(acc + step) and o.valid <= last; else if o.ready then o.valid <= 0; "
     "o.payload is the accumulator register."
 )
 
 
+def _output(unit):
+    out, offset = {}, 0
+    for name, bits in output_fields(unit.unit, unit.residual):
+        out[name] = {"offset": offset, "width": bits}
+        offset += bits
+    return out
+
+
 def _ports(unit):
     width = unit.payload_layout.size
+    out_width = sum(f["width"] for f in _output(unit).values())
     return [
         {"name": "clk", "direction": "input", "width": 1},
         {"name": "rst", "direction": "input", "width": 1},
@@ -59,7 +86,7 @@ def _ports(unit):
         {"name": "i__payload", "direction": "input", "width": width},
         {"name": "o__valid", "direction": "output", "width": 1},
         {"name": "o__ready", "direction": "input", "width": 1},
-        {"name": "o__payload", "direction": "output", "width": 32},
+        {"name": "o__payload", "direction": "output", "width": out_width},
     ]
 
 
@@ -71,9 +98,11 @@ def manifest(unit):
     return {
         "module": unit.module_name,
         "unit": unit.unit,
+        "kind": unit_spec(unit.unit).kind,
         "parameters": {"residual": unit.residual, "stages": unit.stages, "lanes": unit.lanes},
         "ports": _ports(unit),
         "payload": payload,
+        "output": _output(unit),
         "latency": unit.latency,
         "ii": unit.ii,
         "timing": {"pipeline": unit.timing["pipeline"], "rules": TIMING_RULES,

@@ -1,4 +1,5 @@
-"""Valid/ready pipeline skeleton shared by every dot-product unit, and its timing rules.
+"""Valid/ready pipeline skeleton shared by every unit (dot products, encoders), and its
+timing rules.
 
 A unit is a chain of stream stages joined with :func:`chain`. Every stage has an input stream
 ``i`` and an output stream ``o`` (``lib.stream.Signature``) and follows ``lib.stream``'s
@@ -10,7 +11,7 @@ Timing rules
 This section is the one statement of the units' cycle behaviour; the cycle-level simulator
 and the manifest's ``timing`` (``pipeline`` list and ``rules`` text) describe the same. All
 state changes on the rising edge of ``clk``; ``rst`` is synchronous; a transfer happens on
-an edge where ``valid`` and ``ready`` are both high. Four kinds of stage exist:
+an edge where ``valid`` and ``ready`` are both high. Five kinds of stage exist:
 
 ``Map`` (kind ``"comb"``)
     Combinational. ``o.valid = i.valid``, ``i.ready = o.ready``, ``o.payload = f(i.payload)``.
@@ -28,7 +29,15 @@ an edge where ``valid`` and ``ready`` are both high. Four kinds of stage exist:
     last slice's contribution (combinational), and the transfer resets c to 0. So a step
     spends n cycles in the stage when the output is ready: ``i.ready`` is low for the first
     n - 1 of them. With n = 1 the stage is a plain ``Map``.
-``hwgen.accum.Accumulator`` (kind ``"accumulator"``, ends every chain)
+``Deserializer`` (kind ``"deserializer"``, ``beats`` = n)
+    Gathers n input transfers (beats) into one output payload. A counter c (0 after reset)
+    counts beats: while c < n - 1, ``i.ready`` is high and a transfer registers the beat
+    (slot c) and increments c. At c = n - 1, ``o.valid = i.valid`` and
+    ``i.ready = o.ready``; the output payload is the n - 1 registered beats plus the
+    current one (combinational), and the transfer resets c to 0. So beats 0..n-2 of a group
+    never wait, and the group's last beat moves on like a ``Map``. With n = 1 the stage is a
+    plain ``Map``.
+``hwgen.accum.Accumulator`` (kind ``"accumulator"``, ends every dot-unit chain)
     ``i.ready = ~o.valid | o.ready``. On a rising edge with ``i.valid & i.ready`` the
     accumulator register takes ``RNE_FP32(acc + step)`` and ``o.valid`` becomes
     ``i.payload.last``; otherwise, if ``o.ready``, ``o.valid`` becomes 0. ``o.payload`` is
@@ -44,15 +53,22 @@ happens in cycle ``c`` and the output is always ready, ``o.valid`` is high in cy
 ``c + latency`` with ``latency = stages`` for ``stages <= 3`` and ``stages - 1 + n`` for
 ``stages == 4``. With ``o.ready`` low while ``o.valid``, the accumulator takes no step and
 backpressure propagates through the registers.
+
+For an encoder (:class:`hwgen.encoder.EncoderUnit`, the chain ``[beat_reg]``,
+``deserializer`` (``n = 64 // lanes`` beats), the quantizer core's stages as ``Map`` stages
+with registers between some of them, ``[out_reg]``) a group of 64 elements arrives in n
+beats and the input accepts a group at most every n cycles (``ii = n``); every register is
+on the path of a group's last beat, so ``o.valid`` is high ``latency = stages - 1`` cycles
+after the transfer of the last beat of a group when the output is always ready.
 """
 
-from amaranth.hdl import Const, Module, Shape, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .parts import Part
 
-__all__ = ["Map", "Register", "Sequencer", "chain"]
+__all__ = ["Map", "Register", "Sequencer", "Deserializer", "chain"]
 
 
 class Register(wiring.Component):
@@ -217,6 +233,97 @@ class Sequencer(wiring.Component):
             width = Shape.cast(layout[name].shape).width
             out += [Part("reg", (width,)), Part("add", (width,))]
         return out
+
+
+class Deserializer(wiring.Component):
+    """Gather ``beats`` input transfers into one output payload (a wider datapath).
+
+    Parameters
+    ----------
+    in_layout : StructLayout
+        One beat.
+    out_layout : StructLayout
+        The gathered payload: every field of ``in_layout``; a field named in ``wide`` is
+        ``beats`` times as wide (beat b at bits ``[b w, (b + 1) w)``), every other field has
+        the same width and comes from the last beat.
+    beats : int
+        Beats per output payload (>= 1).
+    wide : iterable of str
+        The fields gathered over the beats.
+    name : str
+        Stage name (for the manifest).
+
+    Members
+    -------
+    i : In(stream.Signature(in_layout))
+        ``i.ready`` is high while fewer than ``beats - 1`` beats are held.
+    o : Out(stream.Signature(out_layout))
+        ``o.valid = i.valid`` while the last beat of a group is presented.
+
+    Timing: the module docstring (kind ``"deserializer"``).
+    """
+
+    kind = "deserializer"
+
+    def __init__(self, in_layout, out_layout, *, beats, wide, name="deserializer"):
+        if not isinstance(beats, int) or beats < 1:
+            raise ValueError(f"Beat count must be a positive integer, not {beats!r}")
+        self._beats = beats
+        self._wide = tuple(wide)
+        self.stage_name = name
+        for field_name, fld in in_layout:
+            times = beats if field_name in self._wide else 1
+            if out_layout[field_name].width != times * fld.width:
+                raise ValueError(f"Output field {field_name!r} must have {times * fld.width} "
+                                 f"bits, not {out_layout[field_name].width}")
+        super().__init__({"i": In(stream.Signature(in_layout)),
+                          "o": Out(stream.Signature(out_layout))})
+
+    @property
+    def beats(self):
+        return self._beats
+
+    def _held_bits(self):
+        layout = self.i.payload.shape()
+        return sum(layout[name].width for name in self._wide) * (self._beats - 1)
+
+    def elaborate(self, platform):
+        m = Module()
+        n = self._beats
+        i, o = self.i.payload, self.o.payload
+        if n == 1:
+            m.d.comb += [self.o.valid.eq(self.i.valid), self.i.ready.eq(self.o.ready)]
+            for field_name, _ in i.shape():
+                m.d.comb += o[field_name].eq(i[field_name])
+            return m
+        count = Signal(range(n))
+        last = Signal()
+        m.d.comb += last.eq(count == n - 1)
+        for field_name, fld in i.shape():
+            if field_name not in self._wide:
+                m.d.comb += o[field_name].eq(i[field_name])
+                continue
+            w = fld.width
+            held = [Signal(w, name=f"held_{field_name}_{b}", reset_less=True)
+                    for b in range(n - 1)]
+            for b, reg in enumerate(held):
+                with m.If(self.i.valid & (count == b)):
+                    m.d.sync += reg.eq(i[field_name])
+            m.d.comb += o[field_name].eq(Cat(*held, i[field_name]))
+        m.d.comb += [self.o.valid.eq(self.i.valid & last),
+                     self.i.ready.eq(self.o.ready | ~last)]
+        with m.If(self.i.valid & self.i.ready):
+            m.d.sync += count.eq(Mux(last, 0, count + 1))
+        return m
+
+    def parts(self):
+        """The beat registers (enable, no reset) and the beat counter with its increment;
+        none with one beat (:mod:`hwgen.parts`)."""
+        if self._beats == 1:
+            return []
+        counter = (self._beats - 1).bit_length()
+        return [Part("rege", (self._held_bits(),)), Part("reg", (counter,)),
+                Part("add", (counter,))]
 
 
 def chain(m, stages):

@@ -1,4 +1,5 @@
-"""Cycle-level simulator of the dot-product units and of an R x C array running a GEMM.
+"""Cycle-level simulator of the units (dot products, encoders) and of an R x C array of
+dot-product units running a GEMM.
 
 Unit model
 ----------
@@ -12,6 +13,10 @@ listed, in order, in its manifest's ``timing.pipeline``. Their cycle behaviour i
 ``sequencer`` (``slices`` = n)
     Holds its input for n cycles: a counter advances on every edge where ``i.valid`` and it
     is below n - 1; at n - 1, ``o.valid = i.valid`` and ``i.ready = o.ready``.
+``deserializer`` (``beats`` = n)
+    Takes beats 0..n-2 of a group whenever they are valid (``i.ready`` high), registering
+    them; at the group's last beat, ``o.valid = i.valid`` and ``i.ready = o.ready``, as in a
+    ``comb`` stage. An encoder's steps are its beats: every n-th is a group's last.
 ``accumulator``
     A register whose ``o.valid`` becomes the step's ``last`` flag: a step without ``last``
     leaves no output and frees the stage at the next cycle.
@@ -25,6 +30,9 @@ registers into segments; a segment moves step i at the first cycle X where
 * the register at the segment's end can take it: it has passed step i - 1 on (at a cycle
   <= X, the same cycle allowed because ``i.ready`` sees ``o.ready`` combinationally), and
 * for the last segment, the output port's ``o.ready`` is high at X.
+
+A beat that is not a group's last stops at the deserializer: it is taken at the first cycle
+it is valid there, and leaves no output.
 
 Cycle numbers count rising clock edges: a transfer "at cycle t" is sampled on edge t.
 
@@ -50,8 +58,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hif4spec import (FORMATS, RESIDUAL_MODES, STEP_ELEMS, UNITS, operand_layout,
-                      residual_layout)
+from hif4spec import (FORMATS, RESIDUAL_MODES, STEP_ELEMS, operand_layout, residual_layout,
+                      units_of_kind)
 
 __all__ = [
     "UnitTiming", "Stimulus", "UnitRun", "GemmReport", "simulate_gemm", "step_bytes",
@@ -59,14 +67,14 @@ __all__ = [
 ]
 
 #: Bytes of one 64-element step of one operand, per unit (``hif4spec.operand_layout``).
-STEP_BYTES = {u.name: operand_layout(u.fmt).bytes for u in UNITS.values()}
+STEP_BYTES = {u.name: operand_layout(u.fmt).bytes for u in units_of_kind("dot")}
 #: Bytes of one step of the activation residual, per unit and residual mode it accepts
 #: (``hif4spec.residual_layout``: a packed 2:4 residual step, or a second operand for
 #: "dense"; 0 for "none").
 RESIDUAL_STEP_BYTES = {u.name: {r: getattr(residual_layout(u.fmt, r), "bytes", 0)
-                                for r in u.residuals} for u in UNITS.values()}
+                                for r in u.residuals} for u in units_of_kind("dot")}
 #: Units whose format keeps one FP32 tensor scale (4 bytes) per tensor.
-TENSOR_SCALE_BYTES = {u.name: 4 for u in UNITS.values()
+TENSOR_SCALE_BYTES = {u.name: 4 for u in units_of_kind("dot")
                       if "tensor_scale" in FORMATS[u.fmt].options}
 
 
@@ -87,7 +95,7 @@ def load_manifest(path):
     return json.loads(Path(path).read_text())
 
 
-_KINDS = ("comb", "register", "sequencer", "accumulator")
+_KINDS = ("comb", "register", "sequencer", "deserializer", "accumulator")
 
 
 class UnitTiming:
@@ -97,8 +105,10 @@ class UnitTiming:
     ----------
     pipeline : list of dict
         The manifest's ``timing.pipeline``: ``{"kind": "comb" | "register" | "sequencer" |
-        "accumulator", "slices": n (sequencers)}``, input side first. At most one
-        accumulator; stages after it feed the output port.
+        "deserializer" | "accumulator", "slices": n (sequencers), "beats": n
+        (deserializers)}``, input side first. At most one accumulator, or one deserializer
+        (with no sequencer before it between two registers); stages after an accumulator
+        feed the output port.
     """
 
     def __init__(self, pipeline):
@@ -108,6 +118,7 @@ class UnitTiming:
         segments = []           # per register: (seq_offset, is_accumulator)
         offset = 0
         seen_acc = False
+        self.beats, self.deser_seg = 1, None
         for stage in pipeline:
             kind = stage.get("kind")
             if kind not in _KINDS:
@@ -118,7 +129,22 @@ class UnitTiming:
                 if slices < 1:
                     raise ValueError(f"Sequencer slices must be >= 1, not {slices!r}")
                 offset += slices - 1
+            elif kind == "deserializer":
+                beats = int(stage.get("beats", 1))
+                if beats < 1:
+                    raise ValueError(f"Deserializer beats must be >= 1, not {beats!r}")
+                if self.deser_seg is not None or seen_acc:
+                    raise ValueError("A unit pipeline has at most one deserializer, and none "
+                                     "with an accumulator")
+                if offset:
+                    raise ValueError("A deserializer after a sequencer between two registers "
+                                     "is not supported")
+                if beats > 1:
+                    self.beats, self.deser_seg = beats, len(segments)
             elif kind in ("register", "accumulator"):
+                if kind == "accumulator" and self.deser_seg is not None:
+                    raise ValueError("A unit pipeline has at most one deserializer, and none "
+                                     "with an accumulator")
                 if seen_acc and kind == "accumulator":
                     raise ValueError("A unit pipeline has at most one accumulator")
                 if seen_acc:
@@ -147,15 +173,17 @@ class UnitTiming:
 
     @property
     def ii(self):
-        """Initiation interval with no stalls: cycles between input transfers."""
+        """Initiation interval with no stalls: cycles between input transfers (with a
+        deserializer: cycles per group of ``beats`` transfers)."""
         offs = list(self.seg_offsets)
         if not offs:
-            return 1 + self.out_offset
-        return max(o + 1 for o in offs)
+            return self.beats * (1 + self.out_offset)
+        return self.beats * max(o + 1 for o in offs)
 
     @property
     def latency(self):
-        """Cycles from the input transfer of a ``last`` step to ``o.valid`` (output ready)."""
+        """Cycles from the input transfer of a ``last`` step (a group's last beat) to
+        ``o.valid`` (output ready)."""
         offs = self.seg_offsets
         if not offs:
             return 0
@@ -168,7 +196,9 @@ class UnitTiming:
         ----------
         last : sequence of bool
             The ``last`` flag of each step (an output follows each such step when the chain
-            ends in an accumulator; every step gives one otherwise).
+            ends in an accumulator; with a deserializer of n beats, the steps are beats and
+            ``last`` must be set on every n-th, a group's last; every step gives one
+            otherwise).
         stimulus : Stimulus, optional
             Valid gaps and the ready pattern; default: always valid, always ready.
 
@@ -177,6 +207,12 @@ class UnitTiming:
         UnitRun
         """
         stim = stimulus or Stimulus()
+        if self.deser_seg is not None:
+            beats = self.beats
+            wrong = [i for i, flag in enumerate(last) if bool(flag) != (i % beats == beats - 1)]
+            if wrong:
+                raise ValueError(f"step {wrong[0]}: with a deserializer of {beats} beats, last "
+                                 "is set exactly on every beat that ends a group")
         if fast and type(stim) is Stimulus and self.seg_offsets:
             res = _fast_run(self, last, stim)
             if res is not None:
@@ -186,6 +222,7 @@ class UnitTiming:
         nseg = len(offs)
         acc = self.has_accumulator
         out_off = self.out_offset
+        dseg = self.deser_seg
         # leave[s]: cycle at which register s passed its previous step on (-1: empty).
         leave = [-1] * nseg
         in_cycles = [0] * n
@@ -200,6 +237,20 @@ class UnitTiming:
             valid_cycles[i] = v
             t = v
             xs = []
+            if dseg is not None and not last[i]:
+                # a beat that does not end a group stops at the deserializer, taken as soon
+                # as it is valid there
+                for s in range(dseg):
+                    t = max(t + offs[s], leave[s])
+                    xs.append(t)
+                    t = t + 1
+                for s in range(len(xs) - 1):
+                    leave[s] = xs[s + 1]
+                if xs:
+                    leave[dseg - 1] = t
+                in_cycles[i] = xs[0] if xs else t
+                prev_in = in_cycles[i]
+                continue
             for s in range(nseg):
                 t = t + offs[s]
                 if leave[s] > t:
@@ -235,7 +286,8 @@ _C_SOURCE = r"""
 /* The step recurrence of UnitTiming.run for a plain Stimulus (gaps, arrivals, ready). */
 long run(long nseg, const long *offs, long acc, long out_off, long n,
          const unsigned char *last, const long *gaps, const long *arrivals, long start,
-         const long *nxt, long nnext, long *in_c, long *valid_c, long *out_c, long *leave)
+         const long *nxt, long nnext, long *in_c, long *valid_c, long *out_c, long *leave,
+         long dseg)
 {
     long prev_in = -1, k = 0;
     for (long s = 0; s < nseg; s++) leave[s] = -1;
@@ -245,6 +297,19 @@ long run(long nseg, const long *offs, long acc, long out_off, long n,
         if (arrivals && arrivals[i] > v) v = arrivals[i];
         valid_c[i] = v;
         long t = v, x0 = 0, xprev = 0;
+        if (dseg >= 0 && !last[i]) {   /* a beat that does not end a group */
+            x0 = v;
+            for (long s = 0; s < dseg; s++) {
+                t += offs[s];
+                if (leave[s] > t) t = leave[s];
+                if (s == 0) x0 = t; else leave[s - 1] = t;
+                t += 1;
+            }
+            if (dseg > 0) leave[dseg - 1] = t;
+            in_c[i] = x0;
+            prev_in = x0;
+            continue;
+        }
         for (long s = 0; s < nseg; s++) {
             t += offs[s];
             if (leave[s] > t) t = leave[s];
@@ -346,7 +411,7 @@ def _fast_run(timing, last, stim):
                 ptr(gaps) if gaps is not None else None,
                 ptr(arrivals) if arrivals is not None else None, lng(stim.start),
                 ptr(nxt) if nnext else None, lng(nnext), ptr(in_c), ptr(valid_c), ptr(out_c),
-                ptr(leave))
+                ptr(leave), lng(-1 if timing.deser_seg is None else timing.deser_seg))
     return UnitRun(in_c, valid_c, out_c[:k])
 
 

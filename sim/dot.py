@@ -35,7 +35,7 @@ take "2:4" for "hif4-2:4" and "dense" for "hif4".
 
 import numpy as np
 
-from hif4spec import FORMATS, RESIDUAL_MODES, STEP_LAYOUTS, UNITS, residual_layout
+from hif4spec import FORMATS, RESIDUAL_MODES, STEP_LAYOUTS, residual_layout, units_of_kind
 
 from .formats import packing
 from .formats.codecs import int_decode, int_grid
@@ -62,9 +62,9 @@ __all__ = [
 ]
 
 #: Formats with a dot-product unit, and the blocks one 64-element step holds.
-FORMATS_DOT = {u.fmt: FORMATS[u.fmt].blocks_per_step for u in UNITS.values()}
+FORMATS_DOT = {u.fmt: FORMATS[u.fmt].blocks_per_step for u in units_of_kind("dot")}
 #: Residual kinds a unit accepts, per format.
-RESIDUALS = {u.fmt: u.residuals for u in UNITS.values()}
+RESIDUALS = {u.fmt: u.residuals for u in units_of_kind("dot")}
 #: The FP32 word a unit emits for NaN.
 NAN_WORD = 0x7FC00000
 

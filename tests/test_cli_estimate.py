@@ -10,15 +10,18 @@ import pytest
 from sim.cli import main
 from sim.cost.estimate import RTL_DIR, find_manifests, select_manifest
 
-# The committed standard set (rtl_out/, `hif4 generate --all`).
-STANDARD = [("hif4", "none"), ("hif4", "2:4"), ("mxfp4", "none"), ("mxfp4", "2:4"),
-            ("nvfp4", "none")]
+# The committed standard set (rtl_out/, `hif4 generate --all`): the dot units, then the
+# encoders.
+DOT = [("hif4", "none"), ("hif4", "2:4"), ("mxfp4", "none"), ("mxfp4", "2:4"),
+       ("nvfp4", "none")]
+STANDARD = DOT + [(f"{u}_quant", r) for u, r in DOT]
 
 
 def test_rtl_out_holds_the_standard_set():
     found = find_manifests()
     assert sorted(m["module"] for _, m in found) == sorted(
-        f"{u}_dot_{'rnone' if r == 'none' else 'r24'}_s3_l64" for u, r in STANDARD)
+        f"{u}{'' if u.endswith('_quant') else '_dot'}_{'rnone' if r == 'none' else 'r24'}"
+        "_s3_l64" for u, r in STANDARD)
     for u, r in STANDARD:
         select_manifest(found, u, r)
 
@@ -28,7 +31,15 @@ def test_estimate_json(capsys):
     assert rc == 0
     rows = json.loads(capsys.readouterr().out)
     assert [(r["unit"], r["residual"]) for r in rows] == STANDARD
+    for r in rows[len(DOT):]:
+        assert r["kind"] == "encoder"
+        for key in ("area_model_nand2", "area_synth_nand2", "elements_per_cycle",
+                    "area_per_element_nand2", "area_per_element_vs_mxfp4", "latency"):
+            assert key in r
+        assert r["elements_per_cycle"] == 64 / r["ii"] and r["area_model_nand2"] > 0
+    rows = rows[:len(DOT)]
     for r in rows:
+        assert r["kind"] == "dot"
         for key in ("unit", "residual", "macs_per_cycle", "area_model_nand2",
                     "area_synth_nand2", "longest_path", "verilog", "gemm_cycles",
                     "effective_tops", "tops_per_mnand2", "bits_per_mac",
@@ -106,6 +117,10 @@ def test_estimate_synth_failure_is_one_line(tmp_path, monkeypatch, capsys):
      "Residual mode of hif4 must be one of none, 2:4, dense, not '3:4'"),
     (["simulate", "--unit", "fp8", "--gemm", "4x64x4"],
      "Unit must be one of hif4, mxfp4, nvfp4, not 'fp8'"),
+    (["simulate", "--unit", "hif4_quant", "--gemm", "4x64x4"],
+     "Unit must be one of the dot-product units hif4, mxfp4, nvfp4, not 'hif4_quant'"),
+    (["simulate", "--manifest", "rtl_out/hif4_quant_rnone_s3_l64.json", "--gemm", "4x64x4"],
+     "Unit must be one of the dot-product units"),
     (["simulate", "--unit", "hif4", "--lanes", "8", "--gemm", "4x64x4"],
      "Lane count must be one of 16, 32, 64, not 8"),
     (["simulate", "--unit", "hif4", "--residual", "dense", "--gemm", "4x64x4"],

@@ -69,7 +69,8 @@ def test_generate_one_unit(tmp_path, capsys):
 
 @pytest.mark.parametrize("argv, message", [
     (["generate"], "give --unit NAME"),
-    (["generate", "--unit", "fp8"], "Unit must be one of hif4, mxfp4, nvfp4, not 'fp8'"),
+    (["generate", "--unit", "fp8"], "Unit must be one of hif4, mxfp4, nvfp4, hif4_quant, "
+                                       "mxfp4_quant, nvfp4_quant, not 'fp8'"),
     (["generate", "--unit", "hif4", "--stages", "0"], "Stage count must be an integer from 1"),
     (["generate", "--all", "--unit", "hif4"], "--all writes the standard set"),
     (["generate", "--unit", "nvfp4", "--residual", "2:4"], "Residual mode of nvfp4 must be one of none, not '2:4'"),

@@ -1,6 +1,10 @@
 """Every generated configuration lints clean with ``verilator --lint-only``.
 
-The whole unit x residual x stages x lanes grid (``hif4spec.all_configs``) is generated
+The whole dot-unit x residual x stages x lanes grid (``hif4spec.all_configs("dot")``; the
+default suite lints every unit x residual at every stage count with 64 lanes and at every
+lane count with the default stages, the rest of the grid is marked ``slow``) and
+every encoder x residual pair at the default stages and lanes, with every stage count and
+lane class of the HiF4 encoder (``ENCODER_CONFIGS``), are generated
 through the bench's cache (``sim.bench.runner.generate_cached``, ``build/rtl/<module>/``: the
 same Verilog the benches build) and linted with Verilator's default warnings, waiving only
 width warnings (``-Wno-WIDTH``, as the bench build does). Any other warning, such as the
@@ -14,9 +18,27 @@ from pathlib import Path
 
 import pytest
 
-from hif4spec import all_configs, module_name
+from hif4spec import DEFAULTS, all_configs, module_name, units_of_kind
+
+#: Encoder configurations linted: every (unit, residual) pair at the default stages and
+#: lanes, and the HiF4 encoder's stage counts and lane classes (the stateless s1/l64 too).
+ENCODER_CONFIGS = sorted(
+    {(u.name, r, DEFAULTS["stages"], DEFAULTS["lanes"]) for u in units_of_kind("encoder")
+     for r in u.residuals}
+    | {("hif4_quant", "none", s, n) for s, n in ((1, 64), (1, 16), (2, 32), (4, 16))})
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def _lint_params():
+    """Every configuration; dot units off the two axes through the defaults are ``slow``."""
+    out = []
+    for cfg in all_configs("dot") + ENCODER_CONFIGS:
+        _, _, stages, lanes = cfg
+        on_axes = lanes == DEFAULTS["lanes"] or stages == DEFAULTS["stages"]
+        marks = () if cfg in ENCODER_CONFIGS or on_axes else (pytest.mark.slow,)
+        out.append(pytest.param(*cfg, marks=marks, id=str(cfg).replace(":", "")))
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +53,7 @@ def verilator_env():
                 PATH=os.path.join(root, "bin") + os.pathsep + os.environ.get("PATH", ""))
 
 
-@pytest.mark.parametrize("unit, residual, stages, lanes", all_configs(),
-                         ids=lambda v: str(v).replace(":", ""))
+@pytest.mark.parametrize("unit, residual, stages, lanes", _lint_params())
 def test_lint_clean(verilator_env, unit, residual, stages, lanes):
     from sim.bench.runner import generate_cached
 

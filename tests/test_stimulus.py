@@ -5,12 +5,13 @@ and how they travel through concatenation into a bench stream."""
 import numpy as np
 import pytest
 
-from hif4spec import UNITS, STEP_LAYOUTS, payload_fields, residual_layout
+from hif4spec import STEP_LAYOUTS, payload_fields, residual_layout, units_of_kind
 from sim import dot
 from sim.bench.runner import make_stream
 from sim.stimulus import (checked_cases, concat, expected_words, layouts, named_cases,
                           pack_payloads, payload_offsets, random_fields, random_steps, take)
 
+UNITS = {u.name: u for u in units_of_kind("dot")}
 PAIRS = [(u, r) for u in UNITS for r in UNITS[u].residuals]
 
 

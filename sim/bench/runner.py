@@ -259,10 +259,22 @@ def _shown(path):
         return str(path)
 
 
+def output_bytes(words):
+    """Expected output words (ints of any width) as uint8 (n, bytes), little-endian, as the
+    bench job carries them; at least 4 bytes a word."""
+    words = [int(w) for w in words]
+    size = max([4] + [-(-w.bit_length() // 8) for w in words])
+    raw = b"".join(w.to_bytes(size, "little") for w in words)
+    return np.frombuffer(raw, dtype=np.uint8).reshape(len(words), size)
+
+
 def run_job(build_dir, module, stream_payload, expected, out_steps, *, sim="verilator",
             seed=0, valid_prob=1.0, ready_prob=1.0, waves=False, stop_on_mismatch=True,
             max_cycles=None, progress=False):
-    """Run the cocotb bench on a built unit; returns the result dict (see ``sim.bench.tb``)."""
+    """Run the cocotb bench on a built unit; returns the result dict (see ``sim.bench.tb``).
+
+    ``stream_payload``: uint8 (transfers, bytes) ``i__payload`` words; ``expected``: the
+    output words (ints, any width); ``out_steps``: the input transfer each follows."""
     from cocotb_tools.runner import get_runner
     build_dir = Path(build_dir)
     (build_dir / "runs").mkdir(exist_ok=True)
@@ -272,7 +284,7 @@ def run_job(build_dir, module, stream_payload, expected, out_steps, *, sim="veri
     steps = len(stream_payload)
     if max_cycles is None:
         max_cycles = 64 * steps * 8 + 1000
-    np.savez(job, payload=stream_payload, expected=np.asarray(expected, dtype=np.uint64),
+    np.savez(job, payload=stream_payload, expected=output_bytes(expected),
              out_steps=np.asarray(out_steps, dtype=np.int64), valid_prob=valid_prob,
              ready_prob=ready_prob, seed=seed, stop_on_mismatch=stop_on_mismatch,
              max_cycles=max_cycles)
@@ -363,7 +375,12 @@ def waves_estimate(verilog, manifest, steps, valid_prob=1.0, ready_prob=1.0):
 def make_stream(unit, residual, vectors, seed, *, named=True):
     """Exactly ``vectors`` steps: the named cases (``sim.stimulus.named_cases``, with the
     hand-derived words of the checked ones) first, then random K-loops; a stream cut short
-    ends with a ``last`` step."""
+    ends with a ``last`` step. For an encoder, exactly ``vectors`` groups
+    (:func:`sim.stimulus.encoder.encoder_stream`)."""
+    from hif4spec import unit_spec
+    if unit_spec(unit).kind == "encoder":
+        from sim.stimulus.encoder import encoder_stream
+        return encoder_stream(unit, residual, vectors, seed, named=named)
     from sim.stimulus import concat, named_cases, random_stream, take
     rng = np.random.default_rng(seed)
     parts = [steps for _, steps in named_cases(unit, residual)] if named else []
@@ -377,7 +394,8 @@ def verify(unit=None, *, residual=None, stages=None, lanes=None, vectors=10000, 
            sim="verilator", waves=False, valid_prob=0.9, ready_prob=0.9, named=True,
            stream=None, progress=False, stop_on_mismatch=True, rtl=None, build_root=None,
            waves_limit=None):
-    """Build (cached) a unit and run ``vectors`` steps through it; returns a summary dict.
+    """Build (cached) a unit and run ``vectors`` steps (an encoder: groups) through it;
+    returns a summary dict.
 
     Without ``rtl`` the unit is generated (cached) from ``unit`` and the parameters (None
     takes the default of :data:`hif4spec.DEFAULTS`). With ``rtl = (verilog_path, manifest)``
@@ -385,12 +403,13 @@ def verify(unit=None, *, residual=None, stages=None, lanes=None, vectors=10000, 
     manifest (parameters given here must agree with it); it is built in
     ``build/<sim>/<module>-<hash>/``, named by its content, so an edited copy never replaces
     the build of the original. ``stream`` overrides the stimulus (a
-    ``sim.stimulus`` stream dict). ``build_root`` replaces ``build/`` (generated Verilog
+    ``sim.stimulus`` stream dict; an encoder's: a group set of
+    :mod:`sim.stimulus.encoder`). An encoder's result also has ``groups`` and ``beats``. ``build_root`` replaces ``build/`` (generated Verilog
     in ``<build_root>/rtl/``). With ``waves``, a waveform whose size
     (:func:`waves_estimate`) would pass ``waves_limit`` bytes raises ``ValueError`` before
     the build; the file written is said on stderr first.
     """
-    from hif4spec import module_name, resolve
+    from hif4spec import module_name, resolve, unit_spec
     from sim.stimulus import expected_words, pack_payloads
     t0 = time.perf_counter()
     build_root = Path(build_root or REPO / "build")
@@ -411,8 +430,9 @@ def verify(unit=None, *, residual=None, stages=None, lanes=None, vectors=10000, 
         unit, module = manifest["unit"], manifest["module"]
         folder = f"{module}-{hashlib.sha256(verilog.read_bytes()).hexdigest()[:12]}"
     t_gen = time.perf_counter()
+    encoder = unit_spec(unit).kind == "encoder"
     if waves:
-        count = vectors if stream is None else len(stream["first"])
+        count = vectors if stream is None else len(stream["x" if encoder else "first"])
         size = waves_estimate(verilog, manifest, count, valid_prob, ready_prob)
         if waves_limit is not None and size > waves_limit:
             raise ValueError(f"--waves would write about {size / 1e6:,.0f} MB for {count} "
@@ -427,8 +447,15 @@ def verify(unit=None, *, residual=None, stages=None, lanes=None, vectors=10000, 
     t_build = time.perf_counter()
     if stream is None:
         stream = make_stream(unit, params["residual"], vectors, seed, named=named)
-    payload = pack_payloads(manifest, unit, params["residual"], stream)
-    expected, steps = expected_words(unit, params["residual"], stream)
+    if encoder:
+        from sim.stimulus.encoder import expected_outputs, pack_beats
+        payload = pack_beats(manifest, unit, stream, seed=seed)
+        expected = expected_outputs(unit, params["residual"], stream)
+        n = manifest["ii"]
+        steps = [g * n + n - 1 for g in range(len(expected))]
+    else:
+        payload = pack_payloads(manifest, unit, params["residual"], stream)
+        expected, steps = expected_words(unit, params["residual"], stream)
     t_stim = time.perf_counter()
     result = run_job(build_dir, module, payload, expected, steps, sim=sim, seed=seed,
                      valid_prob=valid_prob, ready_prob=ready_prob, waves=waves,
@@ -437,10 +464,26 @@ def verify(unit=None, *, residual=None, stages=None, lanes=None, vectors=10000, 
     result.update(module=module, verilog=str(verilog), manifest=manifest,
                   generate_s=t_gen - t0, build_s=t_build - t_gen,
                   stimulus_s=t_stim - t_build, sim_s=t_run - t_stim, seconds=t_run - t0)
+    if encoder:
+        result.update(groups=result["transferred"] // manifest["ii"],
+                      beats=result["transferred"])
     if result["first_mismatch"] and result["first_mismatch"]["step"] is not None:
         k = result["first_mismatch"]["step"]
-        result["first_mismatch"]["inputs"] = _step_inputs(stream, k)
+        result["first_mismatch"]["inputs"] = (_group_inputs(stream, k // manifest["ii"],
+                                                            manifest) if encoder
+                                              else _step_inputs(stream, k))
     return result
+
+
+def _group_inputs(s, g, manifest):
+    """The inputs of group ``g`` and the output fields of its mismatch, for the report."""
+    out = {"group": g, "x (BF16 codes)": [f"{int(c):04x}" for c in s["x"][g]]}
+    for k, name in s.get("names", []):
+        if k <= g:
+            out["named case"] = name
+    if s.get("t") is not None:
+        out["t (FP32 bits)"] = f"{int(s['t'][g]):08x}"
+    return out
 
 
 def _step_inputs(stream, k):

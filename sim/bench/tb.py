@@ -1,7 +1,8 @@
 """cocotb test module run inside the simulator by :mod:`sim.bench.runner`.
 
 The job (``HIF4_BENCH_JOB``, an ``.npz`` written by the runner) holds the packed payloads,
-the expected words and the stall probabilities; the result (``HIF4_BENCH_RESULT``) is a
+the expected words (little-endian bytes, any width: a dot unit's FP32 word, an encoder's
+packed steps) and the stall probabilities; the result (``HIF4_BENCH_RESULT``) is a
 JSON file with the counts, the first mismatch and the measured cycles. With
 ``HIF4_BENCH_PROGRESS`` set, the count of checked outputs is written to that file every
 1000 cycles and at the end, for the runner's progress bar.
@@ -27,7 +28,7 @@ async def run_job(dut):
     width = int(job["payload"].shape[1])
     raw = job["payload"].tobytes()
     payloads = [int.from_bytes(raw[k:k + width], "little") for k in range(0, len(raw), width)]
-    expected = [int(x) for x in job["expected"]]
+    expected = [int.from_bytes(row.tobytes(), "little") for row in job["expected"]]
     out_steps = [int(x) for x in job["out_steps"]]
     valid_prob, ready_prob = float(job["valid_prob"]), float(job["ready_prob"])
     stop = bool(job["stop_on_mismatch"])

@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 from hif4spec import (DEFAULTS, LANES, RESIDUAL_MODES, STAGES, STEP_ELEMS, UNITS, check_params,
-                      unit_spec)
+                      unit_spec, units_of_kind)
 
 __all__ = ["CLIError", "ToolError", "output_option", "check_output_file", "check_output_folder",
            "make_folder", "write_files", "atomic_output", "load_npy", "parse_choice_list",
@@ -198,7 +198,8 @@ def _join(items):
     return ", ".join(map(str, items))
 
 
-def add_unit_options(parser, *, several=False, rtl=None, unit_default=None, unit_note=None):
+def add_unit_options(parser, *, several=False, rtl=None, unit_default=None, unit_note=None,
+                     kind=None):
     """Add ``--unit --residual --stages --lanes`` (and, with ``rtl``, ``--rtl-dir DIR`` and
     ``--manifest PATH``) to ``parser``; read them back with :func:`unit_params` or
     :func:`select_module`.
@@ -208,9 +209,12 @@ def add_unit_options(parser, *, several=False, rtl=None, unit_default=None, unit
     ``"generate"`` (the command reads generated files with ``--rtl-dir``/``--manifest`` and
     generates without them) or ``"read"`` (the command always reads generated files,
     ``rtl_out/`` by default). ``unit_default``: the ``--unit`` default of a single unit;
-    ``unit_note`` replaces "required" in its help when there is none.
+    ``unit_note`` replaces "required" in its help when there is none. ``kind``: a single-unit
+    command that handles one kind of unit (``hif4spec.KINDS``) lists and accepts only those.
     """
-    per_unit = "; ".join(f"{u.name}: {'/'.join(u.residuals)}" for u in UNITS.values())
+    names = _names(kind)
+    parser.set_defaults(unit_kind=kind)
+    per_unit = "; ".join(f"{UNITS[u].name}: {'/'.join(UNITS[u].residuals)}" for u in names)
     if several:
         units, standard = ",".join(UNITS), ",".join(_standard_residuals())
         parser.add_argument("--unit", default=None, metavar="LIST",
@@ -224,12 +228,13 @@ def add_unit_options(parser, *, several=False, rtl=None, unit_default=None, unit
         if rtl:
             default += "; with --manifest: the manifest's"
         # None when not given, so that --manifest can tell; the default is applied on use
-        parser.add_argument("--unit", default=None, metavar="{" + ",".join(UNITS) + "}",
-                            help=f"unit: {_join(UNITS)} ({default})")
+        parser.add_argument("--unit", default=None, metavar="{" + ",".join(names) + "}",
+                            help=f"unit: {_join(names)} ({default})")
         parser.set_defaults(unit_default=unit_default)
-        parser.add_argument("--residual", default=None,
+        parser.add_argument("--residual", "--resq", dest="residual", default=None,
                             metavar="{" + ",".join(RESIDUAL_MODES) + "}",
-                            help=f"residual input ({per_unit}; default {DEFAULTS['residual']})")
+                            help=f"residual input of a dot unit, residual output of an "
+                                 f"encoder ({per_unit}; default {DEFAULTS['residual']})")
     if rtl == "read":
         when = "not given: any in the folder, if only one matches"
     else:
@@ -253,8 +258,23 @@ def add_unit_options(parser, *, several=False, rtl=None, unit_default=None, unit
                            help="use the module of this manifest (its .v beside it)")
 
 
-def _check(unit, residual=None, stages=None, lanes=None):
+def _names(kind):
+    """Unit names of ``kind`` (None: every unit), as registered."""
+    return [u.name for u in (UNITS.values() if kind is None else units_of_kind(kind))]
+
+
+def _check_kind(unit, kind):
+    """:class:`CLIError` unless ``unit`` is a registered unit of ``kind`` (None: any)."""
+    names = _names(kind)
+    if unit not in names:
+        what = {"dot": " dot-product"}.get(kind, "") if unit in UNITS else ""
+        raise CLIError(f"Unit must be one of{what and ' the' + what + ' units'} "
+                       f"{_join(names)}, not {unit!r}")
+
+
+def _check(unit, residual=None, stages=None, lanes=None, kind=None):
     """Check the given parameters against the spec (defaults fill the others)."""
+    _check_kind(unit, kind)
     try:
         unit_spec(unit)
         check_params(unit, DEFAULTS["residual"] if residual is None else residual,
@@ -268,9 +288,10 @@ def unit_params(args):
     """``(unit, {"residual", "stages", "lanes"})`` of a single-unit command, completed from
     :data:`hif4spec.DEFAULTS` and checked."""
     unit = args.unit or args.unit_default
+    kind = getattr(args, "unit_kind", None)
     if unit is None:
-        raise CLIError(f"give --unit NAME (one of {_join(UNITS)})")
-    _check(unit, args.residual, args.stages, args.lanes)
+        raise CLIError(f"give --unit NAME (one of {_join(_names(kind))})")
+    _check(unit, args.residual, args.stages, args.lanes, kind)
     given = {"residual": args.residual, "stages": args.stages, "lanes": args.lanes}
     return unit, {k: DEFAULTS[k] if v is None else v for k, v in given.items()}
 
@@ -325,8 +346,13 @@ def select_module(args, command):
     given match any, and the options must leave exactly one module."""
     from sim.cost.estimate import RTL_DIR, find_manifests, select_manifest
 
+    kind = getattr(args, "unit_kind", None)
     if args.manifest:
         verilog, manifest = read_manifest(args.manifest)
+        try:
+            _check_kind(manifest["unit"], kind)
+        except CLIError as exc:
+            raise CLIError(f"manifest {args.manifest!r}: {exc}") from None
         par = manifest.get("parameters", {})
         given = {"unit": args.unit, "residual": args.residual, "stages": args.stages,
                  "lanes": args.lanes}
@@ -338,8 +364,8 @@ def select_module(args, command):
     else:
         unit = args.unit or args.unit_default
         if unit is None:
-            raise CLIError(f"give --unit NAME (one of {_join(UNITS)}) or --manifest PATH")
-        _check(unit, args.residual, args.stages, args.lanes)
+            raise CLIError(f"give --unit NAME (one of {_join(_names(kind))}) or --manifest PATH")
+        _check(unit, args.residual, args.stages, args.lanes, kind)
         rtl_dir = Path(args.rtl_dir) if args.rtl_dir else RTL_DIR
         if not rtl_dir.is_dir():
             raise CLIError(f"--rtl-dir {display_path(rtl_dir)!r} is not a folder")

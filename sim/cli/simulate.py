@@ -15,7 +15,7 @@ def register(subparsers):
                     "values are the golden model's bit-true GEMM. With --rtl the same step "
                     "stream and stall pattern also run through the Verilated unit (cocotb) "
                     "and both cycle counts and outputs are compared.")
-    add_unit_options(p, rtl="read")
+    add_unit_options(p, rtl="read", kind="dot")
     p.add_argument("--gemm", required=True, help="GEMM size MxKxN, e.g. 64x1024x64")
     p.add_argument("--array", default="4x4", help="array of R x C units (default: 4x4)")
     p.add_argument("--bandwidth", default="inf",

@@ -18,11 +18,16 @@ def register(subparsers):
                     "then drive random K-loops and named edge cases through it with random "
                     "stalls on valid and ready, checking every output word against "
                     "sim.dot.run_steps and no output earlier than the manifest's latency. "
+                    "An encoder unit (hif4_quant, mxfp4_quant, nvfp4_quant) gets BF16 groups "
+                    "(named cases, then random groups of many distributions) in 64/lanes "
+                    "beats, and every output bit is checked against sim.formats (quantize, "
+                    "resq and its packing). "
                     "Exits 1 on the first mismatch, printing the step's inputs and the "
                     "expected and actual words.")
     add_unit_options(p, rtl="generate", unit_default="hif4")
     p.add_argument("--vectors", type=int, default=10000,
-                   help="steps to simulate, named cases included (default 10000)")
+                   help="steps to simulate (an encoder: groups of 64 elements), named "
+                        "cases included (default 10000)")
     p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     p.add_argument("--sim", default="verilator", choices=["verilator", "icarus"],
                    help="simulator (default verilator; icarus needs iverilog and vvp on PATH)")
@@ -79,11 +84,16 @@ def run(args):
     if rtl is None:
         say_using("verify", result["verilog"])
     steps = result["transferred"]
+    if "groups" in result:                      # an encoder: groups of beats
+        steps, what = result["checked"], "groups"
+        checked = f"{result['beats']} beats"
+    else:
+        what, checked = "steps", f"{result['checked']} outputs"
     rate = steps / result["sim_s"] if result["sim_s"] > 0 else float("inf")
-    print(f"{result['module']}: {steps} steps checked ({result['checked']} outputs), "
+    print(f"{result['module']}: {steps} {what} checked ({checked}), "
           f"{result['mismatches']} mismatches, {result['seconds']:.1f} s "
           f"(generate {result['generate_s']:.1f}, build {result['build_s']:.1f}, "
-          f"simulate {result['sim_s']:.1f}), {rate:.0f} steps/s, {result['cycles']} cycles")
+          f"simulate {result['sim_s']:.1f}), {rate:.0f} {what}/s, {result['cycles']} cycles")
     if result.get("waves"):
         print(f"waves: {display_path(result['waves'])}")
     if result["timeout"]:
@@ -100,7 +110,25 @@ def run(args):
         if bad.get("inputs") is not None:
             for key, value in bad["inputs"].items():
                 print(f"  {key}: {value}")
-        expected = "none" if bad["expected"] is None else f"0x{bad['expected']:08x}"
-        print(f"  expected {expected}  actual 0x{bad['actual']:08x}")
+        if "groups" in result:
+            _field_diff(result["manifest"], bad)
+        else:
+            expected = "none" if bad["expected"] is None else f"0x{bad['expected']:08x}"
+            print(f"  expected {expected}  actual 0x{bad['actual']:08x}")
         return 1
     return 0
+
+
+def _field_diff(manifest, bad):
+    """Print an encoder mismatch field by field (``manifest["output"]``)."""
+    for name, f in manifest["output"].items():
+        digits = -(-f["width"] // 4)
+        mask = (1 << f["width"]) - 1
+        actual = (bad["actual"] >> f["offset"]) & mask
+        if bad["expected"] is None:
+            print(f"  {name}: expected none  actual 0x{actual:0{digits}x}")
+            continue
+        expected = (bad["expected"] >> f["offset"]) & mask
+        same = "equal" if expected == actual else "DIFFER"
+        print(f"  {name} ({same}): expected 0x{expected:0{digits}x}\n"
+              f"  {' ' * len(name)}           actual   0x{actual:0{digits}x}")

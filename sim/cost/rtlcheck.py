@@ -90,7 +90,8 @@ def random_pattern(n_steps, rng, *, p_gap=0.3, max_gap=4, p_stall=0.4, length=No
 
 def check_unit(unit, *, residual="none", stages=None, lanes=None, steps=120, seed=0,
                p_gap=0.3, p_stall=0.4, sim="verilator"):
-    """Model vs RTL on one random stream with a random stall pattern.
+    """Model vs RTL on one random stream with a random stall pattern (an encoder: random
+    groups of :mod:`sim.stimulus.encoder`, ``steps`` beats rounded up to whole groups).
 
     Returns a dict with the model's and the RTL's cycles, the words and whether they agree.
     """
@@ -104,16 +105,28 @@ def check_unit(unit, *, residual="none", stages=None, lanes=None, steps=120, see
     verilog, manifest = bench_runner.generate_cached(unit, params,
                                                      BUILD_ROOT / "rtl" / module)
     rng = np.random.default_rng(seed)
-    stream = random_stream(unit, params["residual"], steps, rng)
-    # short K-loops (1..6 steps) so that outputs, and their ready stalls, are frequent
-    stream["first"], stream["last"] = short_loops(steps, rng, max_len=6)
-    payload = pack_payloads(manifest, unit, params["residual"], stream)
-    expected, _ = expected_words(unit, params["residual"], stream)
+    if unit_spec(unit).kind == "encoder":
+        # steps are beats; every ii-th ends a group and gives one output
+        from sim.stimulus.encoder import encoder_stream, expected_outputs, pack_beats
+
+        n = manifest["ii"]
+        groups = encoder_stream(unit, params["residual"], -(-steps // n), seed, named=False)
+        payload = pack_beats(manifest, unit, groups, seed=seed)
+        expected = expected_outputs(unit, params["residual"], groups)
+        last = [i % n == n - 1 for i in range(len(payload))]
+        steps = len(payload)
+    else:
+        stream = random_stream(unit, params["residual"], steps, rng)
+        # short K-loops (1..6 steps) so that outputs, and their ready stalls, are frequent
+        stream["first"], stream["last"] = short_loops(steps, rng, max_len=6)
+        payload = pack_payloads(manifest, unit, params["residual"], stream)
+        expected, _ = expected_words(unit, params["residual"], stream)
+        last = [bool(x) for x in stream["last"]]
     gaps, ready = random_pattern(steps, rng, p_gap=p_gap, p_stall=p_stall)
     rtl = run_rtl_cycles(verilog, manifest, payload, [steps], [len(expected)], gaps, ready,
                          sim=sim)[0]
     timing = UnitTiming.from_manifest(manifest)
-    model = timing.run([bool(x) for x in stream["last"]], Stimulus(gaps=gaps, ready=ready))
+    model = timing.run(last, Stimulus(gaps=gaps, ready=ready))
     return {
         "module": module, "steps": steps, "ii": timing.ii, "latency": timing.latency,
         "manifest_ii": manifest.get("ii"), "manifest_latency": manifest.get("latency"),

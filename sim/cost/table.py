@@ -174,11 +174,12 @@ def locked(path):
 
 
 def sweep_configs():
-    """Every generated configuration, ``[(unit, residual, stages, lanes), ...]``: the full
-    grid unit x residual x stages x lanes of the generator registry."""
+    """Every dot-unit configuration, ``[(unit, residual, stages, lanes), ...]``: the full
+    grid unit x residual x stages x lanes of the registry's dot-product units (the encoders'
+    rows are the standard set's, recorded by :func:`record_verilog`)."""
     from hwgen.units import all_configs
 
-    return all_configs()
+    return all_configs("dot")
 
 
 def missing_configs(table=None):
