@@ -19,12 +19,14 @@ process they started (each worker leads a process group of its own, so a Ctrl-C 
 terminal reaches the driver only, which ends the groups), Ray tasks are cancelled with
 ``ray.cancel``; then :class:`Interrupted` is raised with the :class:`Report`.
 
-Two sweeps are built on it here:
+Three sweeps are built on it here:
 
 * :func:`synth_sweep`: configurations synthesized into the synthesis table
   (``sim/cost/synth_table.json``, merged by :func:`sim.cost.table.merge_into`);
 * :func:`verify_sweep`: configurations simulated against the golden model into the
-  verification table (:data:`VERIFY_TABLE`, merged by :func:`merge_verify`).
+  verification table (:data:`VERIFY_TABLE`, merged by :func:`merge_verify`);
+* :func:`energy_sweep`: configurations' energy per MAC (:mod:`sim.cost.energy`) into the
+  energy table (:data:`ENERGY_TABLE`, merged by :func:`merge_verify` as well).
 
 The RL precision matrix runs its warm-ups and GRPO runs through :func:`run_tasks` too
 (:func:`sim.rl.grpo.run_experiment`).
@@ -41,8 +43,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["RESOURCES", "VERIFY_TABLE", "Task", "Report", "Interrupted", "run_tasks",
-           "synth_sweep", "synth_items", "verify_sweep", "merge_verify", "load_json_table"]
+__all__ = ["RESOURCES", "VERIFY_TABLE", "ENERGY_TABLE", "Task", "Report", "Interrupted",
+           "run_tasks", "synth_sweep", "synth_items", "verify_sweep", "merge_verify",
+           "energy_sweep", "load_json_table"]
 
 ROOT = Path(__file__).resolve().parents[1]
 GIB = 1024 ** 3
@@ -55,6 +58,7 @@ RESOURCES = {
     "synth": {"num_cpus": 1, "memory": 4 * GIB},
     "verify": {"num_cpus": 1, "memory": 2 * GIB},
     "rl": {"num_cpus": 1, "memory": 2 * GIB},
+    "energy": {"num_cpus": 1, "memory": 4 * GIB},
 }
 
 #: The verification table's default place: one entry per verified Verilog text (by its
@@ -518,3 +522,68 @@ def verify_sweep(configs, *, path=None, cluster=None, jobs=1, retries=2, progres
 
     return run_tasks(tasks, merge, cluster=cluster, jobs=jobs, retries=retries,
                      progress=progress, desc="sweep verify", report=report)
+
+
+# --- energy ---------------------------------------------------------------------------------
+
+#: The energy table's default place: one entry per measured Verilog text (its SHA-256).
+ENERGY_TABLE = ROOT / "build" / "sweep" / "energy_table.json"
+
+
+def energy_task(unit, params, settings, build_root, backend):
+    """Worker side of :func:`energy_sweep`: generate (cached), export the netlist (cached),
+    simulate every stimulus; returns ``(sha256 of its Verilog, table entry)``.
+    ``build_root`` None is the worker's own ``build/``."""
+    from hif4spec import module_name
+    from sim.bench.runner import generate_cached
+    from sim.cost.energy import measure
+
+    name = module_name(unit, **params)
+    root = Path(build_root or ROOT / "build")
+    verilog, manifest = generate_cached(unit, params, root / "rtl" / name)
+    figures = measure(verilog, manifest, settings["stimuli"], steps=settings["steps"],
+                      seed=settings["seed"], synth_backend=backend, build_root=root)
+    entry = {"module": name, "unit": unit, "parameters": dict(params), **settings,
+             "energy": figures}
+    return hashlib.sha256(verilog.read_bytes()).hexdigest(), entry
+
+
+def energy_sweep(configs, *, path=None, cluster=None, jobs=1, retries=2, progress=True,
+                 stimuli=None, steps=None, seed=0, build_root=None, backend=None):
+    """Measure the energy per MAC of ``configs`` (``[(unit, residual, stages, lanes)]``)
+    into the energy table at ``path`` (default :data:`ENERGY_TABLE`); returns the
+    :class:`Report`.
+
+    The table maps the SHA-256 of each measured Verilog text to its entry: module, unit,
+    parameters, the settings (stimuli, steps, seed) and ``energy``, the figures of
+    :func:`sim.cost.energy.measure` per stimulus. A configuration whose Verilog the table
+    holds with the same settings is skipped.
+    """
+    from hif4spec import module_name
+    from sim.bench.runner import generate_cached
+    from sim.cost.energy import DEFAULT_STEPS, STIMULI
+
+    path = Path(path or ENERGY_TABLE)
+    held = load_json_table(path)
+    settings = {"stimuli": list(stimuli or STIMULI), "steps": steps or DEFAULT_STEPS,
+                "seed": seed}
+    report = Report()
+    tasks = []
+    gen_root = Path(build_root or ROOT / "build") / "rtl"
+    for unit, residual, stages, lanes in configs:
+        params = {"residual": residual, "stages": stages, "lanes": lanes}
+        name = module_name(unit, **params)
+        verilog, _ = generate_cached(unit, params, gen_root / name)
+        entry = held.get(hashlib.sha256(verilog.read_bytes()).hexdigest())
+        if entry and all(entry.get(k) == v for k, v in settings.items()):
+            report.skipped.append(name)
+            continue
+        tasks.append(Task(name, "energy", energy_task,
+                          (unit, params, settings,
+                           None if build_root is None else str(build_root), backend)))
+
+    def merge(task, value):
+        merge_verify(path, *value)
+
+    return run_tasks(tasks, merge, cluster=cluster, jobs=jobs, retries=retries,
+                     progress=progress, desc="sweep energy", report=report)

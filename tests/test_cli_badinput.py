@@ -34,6 +34,7 @@ OUTPUTS = {
     ("generate", "--out"): ("folder", "rtl"),
     ("verify", "--build-dir"): ("folder", "build"),
     ("estimate", "--plot"): ("file", "out.png"),
+    ("estimate", "--energy-plot"): ("file", "energy.png"),
     ("rl", "--json"): ("file", "out.json"),
     ("rl", "--plot"): ("file", "out.png"),
     ("numerics", "--json"): ("file", "out.json"),
@@ -62,6 +63,7 @@ BASE_FOR = {
     ("sweep", "--build-dir"): ["sweep", "verify", "--unit", "nvfp4", "--residual", "none",
                                "--stages", "3", "--lanes", "16"],
     ("sweep", "--json"): ["sweep", "rl", "--quick", "--quiet"],
+    ("estimate", "--energy-plot"): ["estimate", "--energy"],
 }
 
 # A read-only location for every user, root included: permission bits do not stop root,
@@ -111,6 +113,7 @@ def no_work(monkeypatch):
     and block the heavy imports (torch, transformers) that only the work needs."""
     import hwgen.units
     import sim.bench.runner
+    import sim.cost.energy
     import sim.cost.estimate
     import sim.cyclesim
     import sim.formats
@@ -124,6 +127,7 @@ def no_work(monkeypatch):
     for module, name in [(hwgen.units, "build_unit"), (sim.bench.runner, "verify"),
                          (sim.bench.runner, "build"), (sim.bench.runner, "generate_cached"),
                          (sim.cost.estimate, "estimate_rows"), (sim.cyclesim, "simulate_gemm"),
+                         (sim.cost.energy, "energy_rows"), (sim.cost.energy, "measure"),
                          (sim.formats, "quantize"), (sim.formats.resq, "resq"),
                          (sim.formats.bench, "throughput")]:
         monkeypatch.setattr(module, name, work)
@@ -272,6 +276,16 @@ def _bad_values(tmp_path):
         "estimate lanes 8": (["estimate", "--lanes", "8"], "Lane count"),
         "estimate synth backend": (["estimate", "--synth-backend", "vivado"],
                                    "invalid choice"),
+        "estimate unknown stimulus": (["estimate", "--energy", "--stimuli", "minilm,noise"],
+                                      "unknown stimulus"),
+        "estimate energy steps 0": (["estimate", "--energy", "--energy-steps", "0"],
+                                    "--energy-steps must be"),
+        "estimate energy plot suffix": (["estimate", "--energy", "--energy-plot", "e.jpg"],
+                                        "ending in .png"),
+        "estimate stimuli without energy": (["estimate", "--stimuli", "gaussian"],
+                                            "applies with --energy only"),
+        "estimate energy of encoders": (["estimate", "--energy", "--unit", "hif4_quant"],
+                                        "dot-product units"),
         # simulate
         "simulate no gemm": (["simulate", "--unit", "hif4"], "--gemm"),
         "simulate gemm shape": (["simulate", "--unit", "hif4", "--gemm", "4x64"],

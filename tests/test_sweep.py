@@ -76,10 +76,15 @@ def test_run_tasks_names_failures_and_counts_attempts(tmp_path):
     assert "invalid literal" in report.failed["bad"]
 
 
-def test_energy_is_refused_in_one_line(capsys):
-    assert main(["sweep", "energy"]) == 2
+@pytest.mark.parametrize("argv,words", [
+    (["sweep", "energy"], "give a selection"),
+    (["sweep", "energy", "--unit", "hif4", "--stimuli", "noise"], "unknown stimulus"),
+    (["sweep", "verify", "--unit", "hif4", "--stimuli", "gaussian"], "applies to sweep energy"),
+])
+def test_energy_bad_input_is_one_line(argv, words, capsys):
+    assert main(argv) == 2
     err = capsys.readouterr().err
-    assert len(err.splitlines()) == 1 and "issue 16" in err
+    assert len(err.splitlines()) == 1 and words in err, err
 
 
 @pytest.mark.parametrize("argv,words", [

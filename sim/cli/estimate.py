@@ -4,6 +4,7 @@ import math
 import re
 from pathlib import Path
 
+from hif4spec import unit_spec
 from sim.progress import Reporter
 
 from ._util import (CLIError, add_unit_options, check_output_file, output_option, read_manifest,
@@ -69,8 +70,12 @@ def register(subparsers):
                     "calibrated model (and Yosys synthesis with --synth), area per MAC, "
                     "longest path, MACs per cycle, cycles and effective TOPS of a GEMM on an "
                     "R x C array, bits moved per MAC, and ratios against MXFP4 and NVFP4 "
-                    "(without residual, at the same stages and lanes). Each (unit, residual) "
-                    "pair uses the one module its options pick, named on stderr.")
+                    "(without residual, at the same stages and lanes). The encoders "
+                    "(hif4_quant, mxfp4_quant, nvfp4_quant) get their area, longest path and "
+                    "area per element, and a combined table adds each encoder to the dot unit "
+                    "it feeds, per MAC (text output; sim.cost.estimate.combined_rows). Each "
+                    "(unit, residual) pair uses the one module its options pick, named on "
+                    "stderr.")
     add_unit_options(p, several=True, rtl="read")
     p.add_argument("--gemm", default="256x2048x256",
                    help="GEMM size MxKxN for the cycle figures (default: 256x2048x256)")
@@ -84,13 +89,53 @@ def register(subparsers):
                    help="also report the Yosys-synthesized area (checked-in table, else a "
                         "fresh run: minutes per unit)")
     p.add_argument("--synth-backend", choices=("yowasp", "native"), default=None,
-                   help="Yosys build for fresh --synth runs: yowasp (default, or "
+                   help="Yosys build for fresh --synth runs and --energy netlists: yowasp "
+                        "(default, or "
                         "$HIF4_SYNTH_BACKEND) or native (pyosys, same Yosys, ~1.5x faster)")
     p.add_argument("--json", action="store_true",
                    help="print a JSON list with one object per configuration")
     output_option(p, "--plot", kind="file", metavar="FILE.png",
                    help="write a PNG of area per MAC and throughput per area")
+    en = p.add_argument_group("energy (docs/energy.md)")
+    en.add_argument("--energy", action="store_true",
+                    help="also measure dynamic energy per MAC: each unit's gate-level "
+                         "netlist simulated on real and synthetic step streams (every word "
+                         "checked against the golden model), toggles x load in NAND2-input "
+                         "equivalents, plus flip-flop clock energy (about a minute per "
+                         "unit; each netlist synthesized once, cached under build/netlist)")
+    en.add_argument("--stimuli", metavar="LIST",
+                    help="with --energy: comma-separated stimuli of minilm (all-MiniLM-L6-v2 "
+                         "Linear inputs and weights), gaussian, zero-heavy (default: all)")
+    en.add_argument("--energy-steps", type=int, default=None, metavar="N",
+                    help="with --energy: steps per unit and stimulus (default: 2000)")
+    output_option(en, "--energy-plot", kind="file", metavar="FILE.png",
+                  help="write a PNG of energy per MAC (with --energy)")
     p.set_defaults(func=run)
+
+
+def _energy_options(args):
+    """``(stimuli, steps)`` of the --energy options, checked; None when --energy is off."""
+    from sim.cost.energy import DEFAULT_STEPS, STIMULI
+
+    from ._util import parse_choice_list
+
+    if not args.energy:
+        given = [f for f, v in (("--stimuli", args.stimuli), ("--energy-steps",
+                                args.energy_steps), ("--energy-plot", args.energy_plot))
+                 if v is not None]
+        if given:
+            raise CLIError(f"{given[0]} applies with --energy only; add --energy")
+        return None
+    stimuli = parse_choice_list(args.stimuli or ",".join(STIMULI), STIMULI, "stimulus")
+    steps = DEFAULT_STEPS if args.energy_steps is None else args.energy_steps
+    if not 1 <= steps <= 1_000_000:
+        raise CLIError(f"--energy-steps must be 1 to 1000000, not {steps}")
+    if args.energy_plot:
+        if not args.energy_plot.lower().endswith(".png"):
+            raise CLIError(f"--energy-plot writes a PNG file; give a name ending in .png, "
+                           f"not {args.energy_plot!r}")
+        check_output_file(args.energy_plot, "--energy-plot")
+    return stimuli, steps
 
 
 def _manifest_selection(args):
@@ -132,6 +177,7 @@ def run(args):
     if args.plot:
         check_output_file(args.plot, "--plot")
     check_array_steps(args, gemm, array)
+    energy_opts = _energy_options(args)
     select = {"stages": args.stages, "lanes": args.lanes}
     if args.manifest:
         units, residuals, select, manifests = _manifest_selection(args)
@@ -141,6 +187,8 @@ def run(args):
         if not rtl_dir.is_dir():
             raise CLIError(f"--rtl-dir {args.rtl_dir!r} is not a folder")
         manifests = est.find_manifests(rtl_dir)
+    if energy_opts and not any(unit_spec(u).kind == "dot" for u in units):
+        raise CLIError("--energy measures dot-product units; the selection has none")
     try:
         rows = est.estimate_rows(units, residuals, **select, gemm=gemm, array=array,
                                  freq_ghz=args.freq_ghz, bandwidth=bandwidth,
@@ -153,8 +201,20 @@ def run(args):
         raise CLIError(f"synthesis failed: {str(exc).splitlines()[0]}") from None
     for r in rows:
         say_using("estimate", r["verilog"])
+    energy_rows = None
+    if energy_opts:
+        energy_rows = _energy(args, units, residuals, select, manifests, rtl_dir, *energy_opts)
+        for r in rows:
+            r["energy"] = {e["stimulus"]: {k: v for k, v in e.items()
+                                           if k not in ("unit", "residual", "module",
+                                                        "stages", "lanes", "stimulus")}
+                           for e in energy_rows if e["module"] == r["module"]}
     if args.plot:
         write_files([(args.plot, est.plot_rows(rows, args.plot))])
+    if energy_rows and args.energy_plot:
+        from sim.cost.energy import plot_rows
+
+        write_files([(args.energy_plot, plot_rows(energy_rows))])
     if args.json:
         for r in rows:
             r["bandwidth_bytes_per_cycle"] = None if math.isinf(bandwidth) else bandwidth
@@ -162,4 +222,36 @@ def run(args):
         print(json.dumps(rows, indent=1, sort_keys=True))
     else:
         print(est.format_table(rows, args.freq_ghz))
+        combined = est.combined_rows(rows, array)
+        if combined:
+            print("\n" + est.format_combined(combined))
+        if energy_rows:
+            from sim.cost.energy import format_table
+
+            print()
+            print(format_table(energy_rows))
     return 0
+
+
+def _energy(args, units, residuals, select, manifests, rtl_dir, stimuli, steps):
+    """The energy rows of the selection (:func:`sim.cost.energy.energy_rows`)."""
+    from sim.cost import energy
+    from sim.cost.activity import ActivityError
+    from sim.cost.synth import SynthError
+
+    from ._util import ToolError
+
+    bar = Reporter("hif4 estimate --energy", unit="unit")
+    try:
+        rows = energy.energy_rows(units, residuals, stimuli, **select, steps=steps,
+                                  rtl_dir=rtl_dir, manifests=manifests, progress=bar,
+                                  synth_backend=args.synth_backend)
+    except SynthError as exc:
+        raise ToolError(f"netlist synthesis failed: {str(exc).splitlines()[0]}") from None
+    except LookupError as exc:
+        raise CLIError(str(exc)) from None
+    except (ActivityError, energy.EnergyError) as exc:
+        raise ToolError(str(exc).splitlines()[0]) from None
+    finally:
+        bar.close()
+    return rows

@@ -1,13 +1,16 @@
-"""``hif4 sweep``: the grid jobs (synthesis, verification, the RL precision matrix) as
-independent tasks, in a local process pool or on a Ray cluster (:mod:`sim.sweep`)."""
+"""``hif4 sweep``: the grid jobs (synthesis, verification, energy, the RL precision matrix)
+as independent tasks, in a local process pool or on a Ray cluster (:mod:`sim.sweep`)."""
 
 import sys
 from pathlib import Path
 
-from hif4spec import LANES, RESIDUAL_MODES, STAGES, UNITS, all_configs
+from hif4spec import LANES, RESIDUAL_MODES, STAGES, all_configs, units_of_kind
 
 from ._util import (CLIError, check_output_file, check_output_folder, display_path,
                     output_option, parse_choice_list)
+
+#: The dot-product units a sweep covers (the synthesis and verification tables' grid).
+UNITS = {u.name: u for u in units_of_kind("dot")}
 
 KINDS = ("synth", "verify", "energy", "rl")
 
@@ -16,11 +19,12 @@ _ONLY = [
     ("blocks", "--blocks", ("synth",), False),
     ("checkpoint", "--checkpoint", ("synth",), False),
     ("timeout", "--timeout", ("synth",), None),
-    ("backend", "--backend", ("synth",), None),
+    ("backend", "--backend", ("synth", "energy"), None),
     ("cache_dir", "--cache-dir", ("synth",), None),
-    ("vectors", "--vectors", ("verify",), None),
-    ("seed", "--seed", ("verify",), None),
-    ("build_dir", "--build-dir", ("verify",), None),
+    ("vectors", "--vectors", ("verify", "energy"), None),
+    ("seed", "--seed", ("verify", "energy"), None),
+    ("build_dir", "--build-dir", ("verify", "energy"), None),
+    ("stimuli", "--stimuli", ("energy",), None),
     ("quick", "--quick", ("rl",), False),
     ("seeds", "--seeds", ("rl",), None),
     ("formats", "--formats", ("rl",), None),
@@ -30,7 +34,8 @@ _ONLY = [
 
 def register(subparsers):
     p = subparsers.add_parser(
-        "sweep", help="run a grid job (synth, verify, rl) locally or on a Ray cluster",
+        "sweep", help="run a grid job (synth, verify, energy, rl) locally or on a Ray "
+                      "cluster",
         description="Run every configuration of a selection as an independent task: in "
                     "--jobs local processes by default, or with --cluster as Ray tasks on a "
                     "cluster (pip install 'hif4-toolkit[cluster]'; see docs/cluster.md). "
@@ -40,12 +45,12 @@ def register(subparsers):
                     "the rest and keeps what finished.")
     p.add_argument("kind", choices=KINDS,
                    help="synth: synthesis into the synthesis table; verify: simulation "
-                        "against the golden model into the verification table; rl: the GRPO "
-                        "precision matrix; energy: not available (it needs the energy flow "
-                        "of issue 16)")
-    sel = p.add_argument_group("selection (synth, verify)")
+                        "against the golden model into the verification table; energy: "
+                        "energy per MAC from gate-level switching activity (docs/energy.md) "
+                        "into the energy table; rl: the GRPO precision matrix")
+    sel = p.add_argument_group("selection (synth, verify, energy)")
     sel.add_argument("--all", action="store_true",
-                     help=f"every configuration of the grid ({len(all_configs())})")
+                     help=f"every configuration of the grid ({len(all_configs('dot'))})")
     sel.add_argument("--unit", metavar="LIST",
                      help=f"comma-separated units of {', '.join(UNITS)} (default: all)")
     sel.add_argument("--residual", metavar="LIST",
@@ -67,8 +72,9 @@ def register(subparsers):
                      help="times a failed or lost task is run again (default 2)")
     output_option(where, "--table", kind="file", metavar="FILE",
                   help="write the results into this table (default: sim/cost/synth_table.json "
-                       "for synth, build/sweep/verify_table.json for verify); entries it "
-                       "holds are kept, and skipped")
+                       "for synth, build/sweep/verify_table.json for verify, "
+                       "build/sweep/energy_table.json for energy); entries it holds are "
+                       "kept, and skipped")
     where.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     syn = p.add_argument_group("synth")
     syn.add_argument("--blocks", action="store_true",
@@ -79,17 +85,21 @@ def register(subparsers):
     syn.add_argument("--timeout", type=int, metavar="S",
                      help="give up on a unit after S seconds of Yosys (default 3600; 0: never)")
     syn.add_argument("--backend", choices=("yowasp", "native"),
-                     help="Yosys build on the workers (default: HIF4_SYNTH_BACKEND, else "
-                          "yowasp)")
+                     help="Yosys build on the workers, for synth and energy's netlists "
+                          "(default: HIF4_SYNTH_BACKEND, else yowasp)")
     output_option(syn, "--cache-dir", kind="folder", metavar="DIR",
                   help="folder for the synthesis cache and checkpoints on each worker "
                        "(default: build/synth of the worker's repository)")
-    ver = p.add_argument_group("verify")
-    ver.add_argument("--vectors", type=int, help="steps per configuration (default 2000)")
-    ver.add_argument("--seed", type=int, help="random seed (default 1)")
+    ver = p.add_argument_group("verify, energy")
+    ver.add_argument("--vectors", type=int,
+                     help="steps per configuration (default 2000; energy: per stimulus)")
+    ver.add_argument("--seed", type=int, help="random seed (default 1; energy: 0)")
     output_option(ver, "--build-dir", kind="folder", metavar="DIR",
                   help="folder for generated Verilog and simulator builds on each worker "
                        "(default: build/ of the worker's repository)")
+    ver.add_argument("--stimuli", metavar="LIST",
+                     help="energy: comma-separated stimuli of minilm, gaussian, zero-heavy "
+                          "(default: all)")
     rl = p.add_argument_group("rl")
     rl.add_argument("--quick", action="store_true",
                     help="the smoke settings of hif4 rl --quick (not a result)")
@@ -118,7 +128,7 @@ def selection(args):
                                   "residual mode")
     stages = _int_list(args.stages or ",".join(map(str, STAGES)), STAGES, "stage count")
     lanes = _int_list(args.lanes or ",".join(map(str, LANES)), LANES, "lane count")
-    picked = [c for c in all_configs() if c[0] in units and c[1] in residuals
+    picked = [c for c in all_configs("dot") if c[0] in units and c[1] in residuals
               and c[2] in stages and c[3] in lanes]
     if not picked:
         raise CLIError("the selection holds no configuration (residual modes per unit: "
@@ -141,8 +151,6 @@ def _check_cluster(address):
 
 
 def run(args):
-    if args.kind == "energy":
-        raise CLIError("sweep energy needs the energy flow of issue 16, which is not built yet")
     for dest, flag, kinds, default in _ONLY:
         if args.kind not in kinds and getattr(args, dest) != default:
             raise CLIError(f"{flag} applies to sweep {'/'.join(kinds)}, not {args.kind}")
@@ -162,7 +170,7 @@ def run(args):
             raise CLIError(f"--timeout must be 0 or more, not {args.timeout}")
         cache = args.cache_dir and check_output_folder(args.cache_dir, "--cache-dir")
         default = TABLE_PATH
-    else:
+    else:                            # verify, energy
         if args.vectors is not None and args.vectors < 1:
             raise CLIError(f"--vectors must be at least 1, not {args.vectors}")
         build = args.build_dir and check_output_folder(args.build_dir, "--build-dir")
@@ -172,7 +180,7 @@ def run(args):
             ok, message = simulator_available("verilator")
             if not ok:
                 raise CLIError(message)
-        default = sweep.VERIFY_TABLE
+        default = sweep.VERIFY_TABLE if args.kind == "verify" else sweep.ENERGY_TABLE
         if args.table is None:
             default.parent.mkdir(parents=True, exist_ok=True)
     table = check_output_file(args.table or default, "--table")
@@ -184,6 +192,13 @@ def run(args):
             items, hierarchical=args.blocks, checkpoint=args.checkpoint,
             timeout=3600 if args.timeout is None else args.timeout, backend=args.backend,
             cache_dir=cache and Path(cache).resolve(), **common)
+    elif args.kind == "energy":
+        from sim.cost.energy import STIMULI
+
+        stimuli = parse_choice_list(args.stimuli or ",".join(STIMULI), STIMULI, "stimulus")
+        run_sweep = lambda: sweep.energy_sweep(   # noqa: E731
+            configs, stimuli=stimuli, steps=args.vectors, seed=args.seed or 0,
+            backend=args.backend, build_root=build and Path(build).resolve(), **common)
     else:
         run_sweep = lambda: sweep.verify_sweep(   # noqa: E731
             configs, vectors=args.vectors or 2000, seed=1 if args.seed is None else args.seed,

@@ -6,7 +6,9 @@ lanes asked for (:func:`select_manifest`: never a guess between several). For ea
 comparison gives the model area (:mod:`sim.area_model`), optionally the synthesized area
 (:mod:`sim.cost.synth`, looked up in the checked-in table first), the longest path, the
 MACs per cycle, the cycles of a GEMM on an R x C array (:mod:`sim.cyclesim`) and the figures
-derived from them.
+derived from them. An encoder (kind ``"encoder"`` in :mod:`hif4spec.units`) gets its area,
+longest path, elements per cycle and area per element; :func:`combined_rows` adds each
+encoder to the dot unit it feeds (same format, residual, stages and lanes), per MAC.
 """
 
 import json
@@ -14,7 +16,11 @@ import math
 from pathlib import Path
 
 __all__ = ["RTL_DIR", "find_manifests", "select_manifest", "estimate_rows", "plot_rows",
-           "format_table"]
+           "format_table", "combined_rows", "format_combined", "COMBINED"]
+
+#: The (format, residual) pairs of the combined encoder + dot-unit table, in order.
+COMBINED = (("hif4", "none"), ("hif4", "2:4"), ("mxfp4", "none"), ("mxfp4", "2:4"),
+            ("nvfp4", "none"))
 
 RTL_DIR = Path(__file__).resolve().parents[2] / "rtl_out"
 
@@ -83,12 +89,13 @@ def estimate_rows(units, residuals, *, stages=None, lanes=None, gemm=(256, 2048,
     (:func:`hif4spec.residuals_of`); each pair's module is picked by :func:`select_manifest`
     from ``manifests`` (default: :func:`find_manifests` of ``rtl_dir``) with ``stages`` and
     ``lanes``. The ratio columns compare against MXFP4 and NVFP4 without residual at the
-    row's stages and lanes (None when that module is not there). Raises ``LookupError`` when
+    row's stages and lanes (None when that module is not there); an encoder's, against the
+    MXFP4 and NVFP4 encoders without residual, per element. Raises ``LookupError`` when
     no pair is left or a pair has no module or several, and
     :class:`~sim.cost.synth.SynthError` when ``synth`` needs a Yosys run (a module not in the
     table) that fails; ``synth_backend`` picks the Yosys build for such runs.
     """
-    from hif4spec import residuals_of
+    from hif4spec import residuals_of, unit_spec
 
     if manifests is None:
         manifests = find_manifests(rtl_dir)
@@ -100,10 +107,15 @@ def estimate_rows(units, residuals, *, stages=None, lanes=None, gemm=(256, 2048,
     chosen = [select_manifest(manifests, u, r, stages, lanes, where=rtl_dir)
               for u, r in wanted]
     base_units = ("mxfp4", "nvfp4")
+
+    def base_of(unit, fmt):          # the baseline unit of the same kind as ``unit``
+        return fmt if unit_spec(unit).kind == "dot" else f"{fmt}_quant"
+
     bases = {}
     for _, man in chosen:
         par = man["parameters"]
-        for name in base_units:
+        for fmt in base_units:
+            name = base_of(man["unit"], fmt)
             key = (name, par["stages"], par["lanes"])
             if key not in bases:
                 try:
@@ -128,15 +140,84 @@ def estimate_rows(units, residuals, *, stages=None, lanes=None, gemm=(256, 2048,
     out = []
     for _, manifest in chosen:
         r = rows[manifest["module"]]
-        for name in base_units:
-            sel = bases[name, r["stages"], r["lanes"]]
+        for fmt in base_units:
+            sel = bases[base_of(r["unit"], fmt), r["stages"], r["lanes"]]
             b = rows[sel[1]["module"]] if sel else None
-            r[f"area_per_mac_vs_{name}"] = (r["area_per_mac_nand2"] / b["area_per_mac_nand2"]
-                                            if b else None)
-            r[f"tops_per_mnand2_vs_{name}"] = (r["tops_per_mnand2"] / b["tops_per_mnand2"]
-                                               if b else None)
+            if r["kind"] == "encoder":
+                r[f"area_per_element_vs_{fmt}"] = (
+                    r["area_per_element_nand2"] / b["area_per_element_nand2"] if b else None)
+                continue
+            r[f"area_per_mac_vs_{fmt}"] = (r["area_per_mac_nand2"] / b["area_per_mac_nand2"]
+                                           if b else None)
+            r[f"tops_per_mnand2_vs_{fmt}"] = (r["tops_per_mnand2"] / b["tops_per_mnand2"]
+                                              if b else None)
         out.append(r)
     return out
+
+
+def combined_rows(rows, array=(4, 4)):
+    """Encoder + dot unit per MAC, one dict per pair of :data:`COMBINED` whose encoder and
+    dot-unit rows (same stages and lanes) are both in ``rows``.
+
+    Both consume or emit one 64-element step every ``ii`` cycles, so one encoder keeps one
+    dot unit busy: ``nand2_per_mac`` is (encoder + dot unit) / the dot unit's MACs per
+    cycle. In a GEMM on an R x C array an activation step is quantized once and used by the
+    C units of its row: ``nand2_per_mac_shared`` charges 1/C of an encoder per unit.
+    ``encoder_vs_dot`` is the encoder's area over the dot unit's; ``vs_hif4`` compares the
+    1:1 figure with HiF4 without residual. Areas are synthesized where the rows have them,
+    else the model's (``source``).
+    """
+    cols = array[1]
+    index = {(r["unit"], r["residual"], r["stages"], r["lanes"]): r for r in rows}
+    out = []
+    for fmt, residual in COMBINED:
+        for r in rows:
+            if (r["unit"], r["residual"]) != (fmt, residual):
+                continue
+            enc = index.get((f"{fmt}_quant", residual, r["stages"], r["lanes"]))
+            if enc is None:
+                continue
+            synth = r["area_synth_nand2"] is not None and enc["area_synth_nand2"] is not None
+            key = "area_synth_nand2" if synth else "area_model_nand2"
+            a_enc, a_dot = enc[key], r[key]
+            macs = r["macs_per_cycle_unit"]
+            out.append({
+                "format": fmt, "residual": residual, "stages": r["stages"],
+                "lanes": r["lanes"], "source": "synthesis" if synth else "model",
+                "encoder": enc["module"], "dot": r["module"],
+                "encoder_nand2": a_enc, "dot_nand2": a_dot, "encoder_vs_dot": a_enc / a_dot,
+                "nand2_per_mac": (a_enc + a_dot) / macs,
+                "nand2_per_mac_shared": (a_enc / cols + a_dot) / macs, "shared_by": cols,
+            })
+    base = {(c["stages"], c["lanes"]): c["nand2_per_mac"] for c in out
+            if (c["format"], c["residual"]) == ("hif4", "none")}
+    for c in out:
+        b = base.get((c["stages"], c["lanes"]))
+        c["vs_hif4"] = c["nand2_per_mac"] / b if b else None
+    return out
+
+
+def format_combined(rows):
+    """The combined table (:func:`combined_rows`) as plain text."""
+    names = {"hif4": "HiF4", "mxfp4": "MXFP4", "nvfp4": "NVFP4"}
+    head = ["configuration", "encoder", "dot unit", "enc/dot", "NAND2/MAC 1:1",
+            "NAND2/MAC shared", "vs HiF4", "source"]
+    lines = []
+    for c in rows:
+        label = names[c["format"]] + ("+ResQ-2:4" if c["residual"] == "2:4" else
+                                      "+dense" if c["residual"] == "dense" else "")
+        lines.append([label, f"{c['encoder_nand2']:.0f}", f"{c['dot_nand2']:.0f}",
+                      f"{c['encoder_vs_dot']:.2f}", f"{c['nand2_per_mac']:.1f}",
+                      f"{c['nand2_per_mac_shared']:.1f}",
+                      "-" if c["vs_hif4"] is None else f"{c['vs_hif4']:.2f}", c["source"]])
+    widths = [max(len(h), *(len(x[i]) for x in lines)) for i, h in enumerate(head)]
+    out = ["  ".join(h.rjust(w) for h, w in zip(head, widths)),
+           "  ".join("-" * w for w in widths)]
+    out += ["  ".join(x.rjust(w) for x, w in zip(line, widths)) for line in lines]
+    shared = rows[0]["shared_by"] if rows else 0
+    out.append("encoder + dot unit in NAND2 equivalents per MAC/cycle: 1:1 = one encoder per "
+               f"dot unit; shared = one encoder per row of {shared} units (--array columns)")
+    return "\n".join(out)
 
 
 def _synth_table():
@@ -146,7 +227,7 @@ def _synth_table():
 
 def _row(verilog, manifest, tab, *, gemm, array, freq_ghz, bandwidth, synth, synth_backend):
     """The figures of one module (without the ratio columns)."""
-    from hif4spec import STEP_ELEMS
+    from hif4spec import STEP_ELEMS, unit_spec
     from sim import area_model
     from sim.cost import synth as synth_mod
     from sim.cyclesim import UnitTiming, simulate_gemm
@@ -165,14 +246,27 @@ def _row(verilog, manifest, tab, *, gemm, array, freq_ghz, bandwidth, synth, syn
         else:
             area_synth = entry["nand2"]
     timing = UnitTiming.from_manifest(manifest)
+    if unit_spec(unit).kind == "encoder":
+        per_cycle = STEP_ELEMS / timing.ii
+        area = area_synth if area_synth is not None else est.nand2
+        return {
+            "unit": unit, "kind": "encoder", "residual": par["residual"],
+            "module": manifest["module"], "verilog": _rel(verilog),
+            "stages": par["stages"], "lanes": par["lanes"],
+            "ii": timing.ii, "latency": timing.latency,
+            "elements_per_cycle": per_cycle,
+            "area_model_nand2": round(est.nand2, 1), "area_synth_nand2": area_synth,
+            "area_blocks_model": {k2: round(v, 1) for k2, v in est.blocks.items()},
+            "area_per_element_nand2": area / per_cycle, "longest_path": longest,
+        }
     rep = simulate_gemm(unit, m, k, n, residual=par["residual"], array=array,
                         bandwidth=bandwidth, timing=timing, compute=False)
     macs_unit = STEP_ELEMS / timing.ii
     area = area_synth if area_synth is not None else est.nand2
     tops = 2 * rep.macs * freq_ghz * 1e9 / rep.cycles / 1e12
     return {
-        "unit": unit, "residual": par["residual"], "module": manifest["module"],
-        "verilog": _rel(verilog),
+        "unit": unit, "kind": "dot", "residual": par["residual"],
+        "module": manifest["module"], "verilog": _rel(verilog),
         "stages": par["stages"], "lanes": par["lanes"],
         "ii": timing.ii, "latency": timing.latency,
         "macs_per_cycle": macs_unit * R * C, "macs_per_cycle_unit": macs_unit,
@@ -192,7 +286,38 @@ def _row(verilog, manifest, tab, *, gemm, array, freq_ghz, bandwidth, synth, syn
 
 
 def format_table(rows, freq_ghz):
-    """A plain-text comparison table."""
+    """A plain-text comparison table: the dot units, then the encoders (if any)."""
+    enc = [r for r in rows if r["kind"] == "encoder"]
+    rows = [r for r in rows if r["kind"] == "dot"]
+    out = [_format_dot(rows, freq_ghz)] if rows else []
+    if enc:
+        out.append(_format_encoders(enc))
+    return "\n\n".join(out)
+
+
+def _format_encoders(rows):
+    head = ["encoder", "residual", "area model", "area synth", "NAND2/elem", "path",
+            "elem/cyc", "latency", "vs MXFP4", "vs NVFP4"]
+    lines = []
+    for r in rows:
+        def f(x, spec):
+            return "-" if x is None else format(x, spec)
+        lines.append([r["unit"], r["residual"], f(r["area_model_nand2"], ".0f"),
+                      f(r["area_synth_nand2"], ".0f"), f(r["area_per_element_nand2"], ".1f"),
+                      f(r["longest_path"], "d"), f(r["elements_per_cycle"], ".0f"),
+                      f(r["latency"], "d"), f(r["area_per_element_vs_mxfp4"], ".2f"),
+                      f(r["area_per_element_vs_nvfp4"], ".2f")])
+    widths = [max(len(h), *(len(x[i]) for x in lines)) for i, h in enumerate(head)]
+    out = ["  ".join(h.rjust(w) for h, w in zip(head, widths)),
+           "  ".join("-" * w for w in widths)]
+    out += ["  ".join(x.rjust(w) for x, w in zip(line, widths)) for line in lines]
+    out.append("encoder area = NAND2 equivalents of one encoder (synthesis when given, else "
+               "model); elem/cyc = BF16 elements quantized per cycle; vs = area per element "
+               "ratio against the MXFP4 / NVFP4 encoder without residual")
+    return "\n".join(out)
+
+
+def _format_dot(rows, freq_ghz):
     head = ["unit", "residual", "area model", "area synth", "NAND2/MAC", "path", "MAC/cyc",
             "GEMM cycles", f"TOPS@{freq_ghz:g}GHz", "TOPS/MNAND2", "bits/MAC", "vs MXFP4",
             "vs NVFP4"]
@@ -223,6 +348,7 @@ def plot_rows(rows, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    rows = [r for r in rows if r["kind"] == "dot"]
     labels = [f"{r['unit']}\n{r['residual']}" for r in rows]
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     x = range(len(rows))
