@@ -9,6 +9,8 @@ Usage::
                                                     # single-stage HiF4 units with a residual)
     python benchmarks/fit_area_model.py --check --plot docs/area_model.png
     python benchmarks/fit_area_model.py --check     # only compare, write nothing
+    python benchmarks/fit_area_model.py --families maxtree,e2m1rnd
+                                                    # fit only these families, keep the rest
 
 1. Every primitive of :data:`sim.cost.primitives.DEFAULT_GRID` is synthesized with the issue-5
    flow (cached under ``build/synth``) and one linear formula per family
@@ -19,8 +21,8 @@ Usage::
    table ``sim/cost/synth_table.json`` (keyed by the Verilog's SHA-256, saved after each
    unit, so an interrupted run resumes where it stopped). ``--blocks`` adds the
    hierarchical run's per-sub-block areas.
-3. Per unit, two factors (front end, rest) are fitted on the table's stage-3 entries
-   (:func:`calibrate_units`), and one for the term shifters of single-stage units on the
+3. Per dot unit, two factors (front end, rest) are fitted on the table's stage-3 entries
+   (:func:`calibrate_units`; the encoders get none), and one for the term shifters of single-stage units on the
    single-stage entries with 16 and 32 lanes (:func:`calibrate_comb_align`); every other
    entry is held out, among them every single-stage unit with 64 lanes.
 4. The model is compared with every entry of the table and the worst relative error is
@@ -38,6 +40,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from hif4spec import unit_spec  # noqa: E402
 from sim import area_model  # noqa: E402
 from sim.cost import primitives, synth, table  # noqa: E402
 
@@ -50,6 +53,8 @@ def progress(done, total, what):
 
 
 def fit_primitives(grid=None):
+    """Synthesize every primitive of ``grid`` (default: the whole calibration grid) and fit
+    one formula per family; returns ``{family: {"coeffs", "samples", ...}}``."""
     grid = grid or primitives.DEFAULT_GRID
     items = [(fam, p) for fam, ps in grid.items() for p in ps]
     data = {}
@@ -125,8 +130,9 @@ def calibrate_units(coeffs, tab=None):
     rows = {}
     for entry in tab.values():
         man = entry["manifest"]
-        if man["parameters"]["stages"] != CALIBRATION_STAGES:
-            continue
+        if (man["parameters"]["stages"] != CALIBRATION_STAGES
+                or unit_spec(man["unit"]).kind != "dot"):
+            continue                    # encoders get no factors: their primitives only
         est = area_model.estimate_manifest(man, coeffs=base)
         front = sum(v for k, v in est.blocks.items() if area_model.is_front_block(k))
         rows.setdefault(man["unit"], []).append(
@@ -235,6 +241,10 @@ def main(argv=None):
                     help="with --units, also run the hierarchical flow for per-sub-block areas")
     ap.add_argument("--timeout", type=int, default=3600, metavar="S",
                     help="give up on a unit after S seconds of Yosys (default 3600; 0: never)")
+    ap.add_argument("--families", metavar="F1,F2",
+                    help="fit only these primitive families (a family added to the model) and "
+                         "merge them into sim/area_coeffs.json; every other coefficient, the "
+                         "accumulator calibration and the unit factors stay as they are")
     ap.add_argument("--plot", metavar="FILE.png",
                     help="draw the model against synthesis for every configuration")
     ap.add_argument("--backend", choices=synth.BACKENDS, default=None,
@@ -265,7 +275,19 @@ def main(argv=None):
                                    timeout=args.timeout, checkpoint=args.checkpoint)
         except synth.SynthError as exc:
             print(f"warning: {exc}", file=sys.stderr)
-    if not args.check:
+    if args.families and not args.check:
+        names = args.families.split(",")
+        unknown = [n for n in names if n not in primitives.DEFAULT_GRID]
+        if unknown:
+            raise SystemExit(f"not a primitive family: {', '.join(unknown)}")
+        fitted = fit_primitives({n: primitives.DEFAULT_GRID[n] for n in names})
+        coeffs = json.loads(area_model.COEFFS_PATH.read_text())
+        coeffs["families"].update(fitted)
+        area_model.COEFFS_PATH.write_text(json.dumps(coeffs, indent=1, sort_keys=True) + "\n")
+        area_model._load.cache_clear()
+        for fam, info in sorted(fitted.items()):
+            print(f"  {fam:6s} {info['max_rel_error']:6.1%}  coeffs {info['coeffs']}")
+    elif not args.check:
         families = fit_primitives()
         coeffs = {"flow": synth.FLOW, "unit": "NAND2 equivalents (CMOS transistors / 4)",
                   "families": families, "calibration": calibrate_accumulator(families)}

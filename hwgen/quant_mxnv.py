@@ -279,14 +279,17 @@ class MXElements(_Stage):
     def parts(self):
         """Per element: the shift-amount subtraction, the 8-bit alignment shift (0..4),
         the E2M1 rounding against the seven constant 12-bit bounds and the code select;
-        with a residual the E2M1 value compare and subtraction (10 bits) and the dX
-        select."""
+        with a residual the E2M1 value compare and subtraction and the dX select. The
+        E2M1 value ``2q * 2**8`` has 8 zero low bits: the compare spans F's upper 4 bits,
+        and ``|F - 2q * 2**8|`` is a 4-bit subtraction with a conditional negation of the
+        10-bit result."""
         n = GROUP
         out = [Part("add", (EXPW + 1,), n), Part("shl", (MAN + 1, FIX - MAN), n),
                Part("e2m1rnd", (FIX,), n), Part("mux", (2, 4), n),
                Part("cmp", (_MX_SCALE,), _MX_BLOCKS)]
         if self.residual:
-            out += [Part("cmp", (FIX,), n), Part("add", (FIX,), n),
+            hi = FIX - (FRAC - 1)
+            out += [Part("cmp", (hi,), n), Part("add", (hi + 1,), n), Part("neg", (DX,), n),
                     Part("mux", (2, DX + EXPW + 1), n)]
         return out
 

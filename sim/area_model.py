@@ -79,6 +79,11 @@ FEATURES = {
     "rege": (("w", lambda w: w),),
     "lzc": (("w", lambda w: w), ("1", lambda w: 1)),
     "cmp": (("w", lambda w: w), ("1", lambda w: 1)),
+    "maxtree": (("(n-1)*w", lambda n, w: (n - 1) * w), ("n-1", lambda n, w: n - 1),
+                ("1", lambda n, w: 1)),
+    "e2m1rnd": (("w", lambda w: w), ("1", lambda w: 1)),
+    "hif4rnd": (("g", lambda f, g: g), ("g*frac", lambda f, g: g * f), ("1", lambda f, g: 1)),
+    "divstep": (("w", lambda w: w), ("1", lambda w: 1)),
 }
 
 

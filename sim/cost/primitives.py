@@ -33,9 +33,27 @@ Families (``name(params)``, what it is):
   bits and a sticky bit (the rounding front of the accumulator).
 - ``lzc(w)``: leading-zero count of ``w`` bits.
 - ``cmp(w)``: ``w``-bit unsigned magnitude comparator (a < b).
+- ``maxtree(n, w)``: the largest of ``n`` unsigned ``w``-bit values by a balanced tree of
+  ``n - 1`` compare-and-selects (an encoder's block or group maximum).
+- ``e2m1rnd(w)``: the E2M1 rounding of a ``w``-bit fixed-point magnitude against the
+  seven constant bounds of :data:`E2M1_BOUNDS` (the count of bounds it exceeds, 3 bits):
+  what an MXFP4 encoder does per element once the magnitude is aligned to its scale.
+- ``divstep(w)``: one restoring division step: ``w``-bit ``r - d``, the quotient bit (no
+  borrow) and ``r - d`` or ``r`` as the new remainder (a conditional subtractor).
+- ``hif4rnd(frac, g)``: step 7 of the HiF4 quantizer for ``g`` micro-groups of four
+  elements of ``frac`` fraction bits sharing one E6M2 scale code: the REC exponent and the
+  significand thresholds once, per micro-group its L2 + L3 shift, per element the compares
+  of its significand with the thresholds and the selection of k (``hwgen.quant_hif4.element_thresholds`` and ``element_code``,
+  converted by Amaranth, so the primitive is the generator's own logic).
 """
 
-__all__ = ["FAMILIES", "primitive_verilog", "primitive_name", "DEFAULT_GRID"]
+__all__ = ["FAMILIES", "primitive_verilog", "primitive_name", "DEFAULT_GRID", "E2M1_BOUNDS"]
+
+#: The E2M1 rounding bounds of ``e2m1rnd``: a magnitude ``F`` in units of 2**-9 of the
+#: scale rounds to the code ``#{j : F > E2M1_BOUNDS[j]}`` (the midpoints 1/4, 3/4, 5/4,
+#: 7/4, 5/2, 7/2, 5 times 2**9, less one where a tie rounds up to the even code; equal to
+#: ``hwgen.quant_mxnv.MXFP4_BOUNDS``, which ``tests/test_area_model.py`` checks).
+E2M1_BOUNDS = (128, 383, 640, 895, 1280, 1791, 2560)
 
 
 def _clog2(n):
@@ -210,11 +228,69 @@ def _cmp(w):
             f"  assign lt = a < b;\nendmodule\n")
 
 
+def _maxtree(n, w):
+    lines = [f"module {{name}}(input [{n*w-1}:0] x, output [{w-1}:0] y);"]
+    level, k = [f"x[{i*w+w-1}:{i*w}]" for i in range(n)], 0
+    while len(level) > 1:
+        nxt = []
+        for i in range(0, len(level) - 1, 2):
+            lines.append(f"  wire [{w-1}:0] m{k} = ({level[i]} >= {level[i+1]}) ? "
+                         f"{level[i]} : {level[i+1]};")
+            nxt.append(f"m{k}")
+            k += 1
+        level = nxt + level[len(level) - len(level) % 2:]
+    lines += [f"  assign y = {level[0]};", "endmodule", ""]
+    return "\n".join(lines)
+
+
+def _e2m1rnd(w):
+    lines = [f"module {{name}}(input [{w-1}:0] f, output [2:0] c);"]
+    lines += [f"  wire t{j} = f > {w}'d{h};" for j, h in enumerate(E2M1_BOUNDS)]
+    lines += ["  assign c = " + " + ".join(f"t{j}" for j in range(len(E2M1_BOUNDS))) + ";",
+              "endmodule", ""]
+    return "\n".join(lines)
+
+
+def _divstep(w):
+    return (f"module {{name}}(input [{w-1}:0] r, input [{w-1}:0] d, output q,\n"
+            f"    output [{w-1}:0] y);\n"
+            f"  wire [{w}:0] s = {{1'b0, r}} - {{1'b0, d}};\n"
+            f"  assign q = ~s[{w}];\n"
+            f"  assign y = q ? s[{w-1}:0] : r;\nendmodule\n")
+
+
+def _hif4rnd(frac, g):
+    from amaranth.back import verilog
+    from amaranth.hdl import Cat, Const, Module, Signal
+
+    from hwgen.quant_hif4 import REC_TABLE, element_code, element_thresholds
+
+    m = Module()
+    w, n = frac + 8, 4 * g                          # fraction bits and the 8-bit exponent
+    code, mags = Signal(8, name="code"), Signal(n * w, name="mag")
+    l2, l3, ks = Signal(g, name="l2"), Signal(g, name="l3"), Signal(3 * n, name="k")
+    mant, ex = code[:2], code[2:]
+    shw = max(sh for _, sh in REC_TABLE).bit_length()
+    rexp = ex + Cat(*(Const(sh, shw) for _, sh in REC_TABLE)).word_select(mant, shw)
+    thr = element_thresholds(m, mant, frac)
+    for j in range(g):
+        shift = Signal(2, name=f"shift{j}")
+        m.d.comb += shift.eq(l2[j] + l3[j])
+        for i in range(4 * j, 4 * j + 4):
+            k = element_code(mags[w * i:w * i + w], thr, rexp, shift, frac)
+            m.d.comb += ks[3 * i:3 * i + 3].eq(k)
+    text = verilog.convert(m, name="PRIMITIVE", ports=[code, mags, l2, l3, ks],
+                           emit_src=False)
+    return text.replace("PRIMITIVE", "{name}")
+
+
 FAMILIES = {
     "mul": _mul, "smul": _smul, "smulx": _smulx, "add": _add, "tree": _tree, "shl": _shl,
     "shr": _shr, "e2m1": _e2m1, "e2m1dot": _e2m1dot, "wshl": _wshl, "addn": _addn,
     "neg": _neg, "norm": _norm,
     "mux": _mux, "reg": _reg, "regp": _regp, "rege": _rege, "lzc": _lzc, "cmp": _cmp,
+    "maxtree": _maxtree, "e2m1rnd": _e2m1rnd, "hif4rnd": _hif4rnd,
+    "divstep": _divstep,
 }
 
 #: The calibration grid used by ``benchmarks/fit_area_model.py``.
@@ -240,6 +316,11 @@ DEFAULT_GRID = {
     "rege": [(8,), (100,)],
     "lzc": [(8,), (16,), (24,), (32,), (48,), (64,)],
     "cmp": [(8,), (16,), (32,)],
+    "maxtree": [(2, 8), (4, 8), (8, 8), (16, 8), (32, 8), (4, 15), (16, 15), (8, 16),
+                (16, 16), (2, 15)],
+    "e2m1rnd": [(12,), (13,), (14,), (16,)],
+    "hif4rnd": [(7, 1), (7, 2), (7, 4), (8, 1), (8, 4)],
+    "divstep": [(8,), (12,), (16,), (27,), (32,)],
 }
 
 
