@@ -329,6 +329,7 @@ def test_constants_from_the_spec():
 
 # ------------------------------------------------------------------------------- MXFP4 pieces
 
+@pytest.mark.slow
 def test_mxfp4_element_rounding_and_dx_exhaustive():
     """Every finite BF16 magnitude (both signs alternate) at every scale code that gives a
     shift of -2..4 (all that can round to a nonzero code, one more below), through the

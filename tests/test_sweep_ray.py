@@ -107,6 +107,7 @@ def _hif4(*argv):
     return time.monotonic() - t
 
 
+@pytest.mark.slow      # a Ray head and two workers: minutes on two cores (make test-all)
 def test_cluster_sweep_equals_local_sweep(tmp_path):
     for tool in ("unshare", "ip"):
         assert shutil.which(tool), f"{tool} is needed for the test's network namespace"
