@@ -47,7 +47,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from hif4spec import ELEMENT_TYPES, FORMATS, RESIDUAL24_MXFP4, STEP_ELEMS
-from hif4spec import operand_layout, residual_layout
+from hif4spec import operand_layout, residual_layout, residuals_of
 
 from .parts import Part
 
@@ -446,8 +446,9 @@ class MXFP4Quantizer:
     and (2:4) ``select``; module docstring."""
 
     def __init__(self, resq="none"):
-        if resq not in ("none", "2:4", "dense"):
-            raise ValueError(f"MXFP4 residual must be 'none', '2:4' or 'dense', not {resq!r}")
+        if resq not in residuals_of("mxfp4_quant"):
+            raise ValueError(f"MXFP4 residual must be one of "
+                             f"{', '.join(residuals_of('mxfp4_quant'))}, not {resq!r}")
         self.resq = resq
         res = resq != "none"
         self.stages = [("scale", MXScale()), ("elements", MXElements(res))]
