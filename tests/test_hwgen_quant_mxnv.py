@@ -297,7 +297,7 @@ def test_nvfp4_contract():
     _check_parts(core)
     with pytest.raises(ValueError, match="no residual"):
         qm.NVFP4Quantizer("2:4")
-    with pytest.raises(ValueError, match="'none', '2:4' or 'dense'"):
+    with pytest.raises(ValueError, match="must be one of none, 2:4, dense, not 'channel50'"):
         qm.MXFP4Quantizer("channel50")
 
 
