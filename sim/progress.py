@@ -7,6 +7,7 @@ log holds no carriage returns and a long run is never silent for long.
 """
 
 import sys
+import time
 
 from tqdm import tqdm
 
@@ -68,10 +69,20 @@ class Reporter:
         self.desc, self.enabled, self.unit, self.bar = desc, enabled, unit, None
 
     def __call__(self, i, n, what):
+        """Report; a call without progress (``i`` unchanged) redraws the bar once its
+        interval has passed, so a caller that calls every few seconds while one long item
+        runs keeps the elapsed time moving."""
         if self.bar is None:
             self.bar = progress(n, self.desc, enabled=self.enabled, unit=self.unit)
-        self.bar.set_postfix_str(what, refresh=False)
-        self.bar.update(i - self.bar.n)
+        bar = self.bar
+        bar.set_postfix_str(what, refresh=False)
+        if i != bar.n:
+            bar.update(i - bar.n)
+        elif not bar.disable:
+            now = time.time()
+            if now - bar.last_print_t >= bar.mininterval and now >= bar.start_t + bar.delay:
+                bar.refresh()
+                bar.last_print_t = now
 
     def close(self):
         if self.bar is not None:

@@ -555,18 +555,20 @@ def energy_sweep(configs, *, path=None, cluster=None, jobs=1, retries=2, progres
     :class:`Report`.
 
     The table maps the SHA-256 of each measured Verilog text to its entry: module, unit,
-    parameters, the settings (stimuli, steps, seed) and ``energy``, the figures of
-    :func:`sim.cost.energy.measure` per stimulus. A configuration whose Verilog the table
-    holds with the same settings is skipped.
+    parameters, the settings (stimuli, steps, seed, and the netlist flow's version
+    ``netlist``) and ``energy``, the figures of :func:`sim.cost.energy.measure` per
+    stimulus. A configuration whose Verilog the table holds with the same settings is
+    skipped.
     """
     from hif4spec import module_name
     from sim.bench.runner import generate_cached
     from sim.cost.energy import DEFAULT_STEPS, STIMULI
+    from sim.cost.netlist import FLOW_VERSION
 
     path = Path(path or ENERGY_TABLE)
     held = load_json_table(path)
     settings = {"stimuli": list(stimuli or STIMULI), "steps": steps or DEFAULT_STEPS,
-                "seed": seed}
+                "seed": seed, "netlist": FLOW_VERSION}
     report = Report()
     tasks = []
     gen_root = Path(build_root or ROOT / "build") / "rtl"

@@ -284,6 +284,10 @@ def _bad_values(tmp_path):
                                         "ending in .png"),
         "estimate stimuli without energy": (["estimate", "--stimuli", "gaussian"],
                                             "applies with --energy only"),
+        "estimate jobs without energy": (["estimate", "--jobs", "2"],
+                                         "--jobs applies with --energy only"),
+        "estimate energy jobs 0": (["estimate", "--energy", "--jobs", "0"],
+                                   "--jobs must be 1 to 256"),
         "estimate energy of encoders": (["estimate", "--energy", "--unit", "hif4_quant"],
                                         "dot-product units"),
         # simulate

@@ -1,6 +1,7 @@
 """``hif4 estimate``: area, throughput and traffic of the generated units, side by side."""
 
 import math
+import os
 import re
 from pathlib import Path
 
@@ -108,6 +109,9 @@ def register(subparsers):
                          "Linear inputs and weights), gaussian, zero-heavy (default: all)")
     en.add_argument("--energy-steps", type=int, default=None, metavar="N",
                     help="with --energy: steps per unit and stimulus (default: 2000)")
+    en.add_argument("--jobs", type=int, default=None, metavar="N",
+                    help="with --energy: units measured at once, each in a process of its own "
+                         "(default: the number of CPUs)")
     output_option(en, "--energy-plot", kind="file", metavar="FILE.png",
                   help="write a PNG of energy per MAC (with --energy)")
     p.set_defaults(func=run)
@@ -121,7 +125,8 @@ def _energy_options(args):
 
     if not args.energy:
         given = [f for f, v in (("--stimuli", args.stimuli), ("--energy-steps",
-                                args.energy_steps), ("--energy-plot", args.energy_plot))
+                                args.energy_steps), ("--energy-plot", args.energy_plot),
+                                ("--jobs", args.jobs))
                  if v is not None]
         if given:
             raise CLIError(f"{given[0]} applies with --energy only; add --energy")
@@ -130,6 +135,8 @@ def _energy_options(args):
     steps = DEFAULT_STEPS if args.energy_steps is None else args.energy_steps
     if not 1 <= steps <= 1_000_000:
         raise CLIError(f"--energy-steps must be 1 to 1000000, not {steps}")
+    if args.jobs is not None and not 1 <= args.jobs <= 256:
+        raise CLIError(f"--jobs must be 1 to 256, not {args.jobs}")
     if args.energy_plot:
         if not args.energy_plot.lower().endswith(".png"):
             raise CLIError(f"--energy-plot writes a PNG file; give a name ending in .png, "
@@ -245,7 +252,8 @@ def _energy(args, units, residuals, select, manifests, rtl_dir, stimuli, steps):
     try:
         rows = energy.energy_rows(units, residuals, stimuli, **select, steps=steps,
                                   rtl_dir=rtl_dir, manifests=manifests, progress=bar,
-                                  synth_backend=args.synth_backend)
+                                  synth_backend=args.synth_backend,
+                                  jobs=args.jobs or os.cpu_count() or 1)
     except SynthError as exc:
         raise ToolError(f"netlist synthesis failed: {str(exc).splitlines()[0]}") from None
     except LookupError as exc:

@@ -10,8 +10,8 @@ Two engines with the same semantics (they agree net for net where both apply, se
   list of input vectors, one per cycle, and records every output port after every clock
   edge. No waveform is written: ``--coverage-toggle`` counts, for every bit of every net,
   its 0->1 and 1->0 changes, and the harness writes the counts of one window of cycles
-  (``coverage.dat``). Its counts are exact on netlists without a combinational loop, once
-  the ports wider than 64 bits are counted from the vectors (:func:`_port_toggles`).
+  (``coverage.dat``). Its counts are exact once the ports wider than 64 bits are counted
+  from the vectors (:func:`_port_toggles`).
 
 The wrapper puts one register in front of every input port but the clock. With it, the
 only event that changes a net of the netlist is the rising clock edge, where the unit's
@@ -50,12 +50,10 @@ REPO = Path(__file__).resolve().parents[2]
 BUILD_ROOT = REPO / "build" / "energy"
 #: Name of the generated top module; the netlist's instance in it is ``u``.
 WRAPPER = "hif4_energy_top"
-#: Verilator arguments of the build (besides the files and the top module). UNOPTFLAT
-#: (a combinational loop, which Verilator settles by iterating) is the one warning waived:
-#: the NVFP4 netlist has a structural loop through its aligner that no input sensitizes
-#: (``docs/energy.md``); every other warning fails the build.
+#: Verilator arguments of the build (besides the files and the top module); every warning
+#: fails the build.
 VERILATOR_ARGS = ("--cc", "--exe", "--coverage-toggle", "--coverage-max-width", "65536",
-                  "--x-assign", "0", "--x-initial", "0", "-Wno-UNOPTFLAT")
+                  "--x-assign", "0", "--x-initial", "0")
 #: The C++ is large (tens of MB for a unit, most of it coverage bookkeeping); unoptimized
 #: it compiles several times faster, and a few thousand cycles still run in seconds.
 _MAKE_OPT = ("OPT_FAST=-O0", "OPT_SLOW=-O0", "OPT_GLOBAL=-O0")
@@ -406,13 +404,8 @@ class GateSim:
     taken at the rising edge of cycle ``c``, the logic settled once per edge), several
     independent streams at once.
 
-    The gates are evaluated level by level (inputs before outputs). A structural
-    combinational loop (the NVFP4 netlist has one) has no such order: its gates, and all
-    gates after them, are evaluated in an order that ignores the loop's back edges, again
-    and again until no net changes; so every net counts one toggle per edge at most, its
-    settled value's change. Verilator instead counts the values its iterations pass through
-    (``docs/energy.md``), which is why the energy figures come from here; on loop-free
-    netlists the two agree net for net (``tests/test_energy.py``).
+    The gates are evaluated level by level (inputs before outputs); a netlist with a
+    combinational loop has no such order and is refused (:mod:`sim.cost.netlist` makes none).
     """
 
     def __init__(self, netjson, top):
@@ -450,7 +443,7 @@ class GateSim:
         self.size = len(index) - 2              # array rows: the constants 0 and 1, the bits
         self.ff_d = np.array([d for d, _ in ffs], dtype=np.int64)
         self.ff_q = np.array([q for _, q in ffs], dtype=np.int64)
-        self.levels, self.loop_levels = self._levelize(gates)
+        self.levels = self._levelize(gates)
 
     def _levelize(self, gates):
         driver = {g[3]: k for k, g in enumerate(gates)}
@@ -474,31 +467,10 @@ class GateSim:
                 level[u] = max(level[u] or 0, level[k] + 1)
                 if count[u] == 0:
                     ready.append(u)
-        rest = [k for k in range(len(gates)) if count[k] > 0]
-        # the loop region: depth-first order without the back edges, then levels
-        loop_level = {}
-        state = {}
-        for root in rest:
-            if root in state:
-                continue
-            stack = [(root, iter(deps[root]))]
-            state[root] = 1
-            while stack:
-                k, it = stack[-1]
-                d = next(it, None)
-                if d is None:
-                    state[k] = 2
-                    stack.pop()
-                    lv = [loop_level[x] + 1 for x in deps[k] if x in loop_level]
-                    loop_level[k] = max(lv, default=0)
-                    continue
-                if count[d] == 0 or state.get(d) == 1:     # done before, or a back edge
-                    continue
-                if d not in state:
-                    state[d] = 1
-                    stack.append((d, iter(deps[d])))
-        return (self._groups(gates, [k for k in range(len(gates)) if count[k] == 0], level),
-                self._groups(gates, rest, loop_level))
+        if len(order) < len(gates):
+            raise ActivityError(f"{len(gates) - len(order)} gates of the netlist are in or "
+                                "after a combinational loop: it has no evaluation order")
+        return self._groups(gates, order, level)
 
     @staticmethod
     def _groups(gates, members, level):
@@ -516,20 +488,10 @@ class GateSim:
             out.append(grp)
         return out
 
-    def _eval(self, v, levels):
-        for grp in levels:
+    def _settle(self, v):
+        for grp in self.levels:
             for kind, a, b, y in grp:
                 v[y] = 1 ^ ((v[a] & v[b]) if kind else (v[a] | v[b]))
-
-    def _settle(self, v):
-        self._eval(v, self.levels)
-        if self.loop_levels:
-            for _ in range(10_000):
-                before = v.copy()
-                self._eval(v, self.loop_levels)
-                if np.array_equal(before, v):
-                    return
-            raise ActivityError("a combinational loop of the netlist does not settle")
 
     def run(self, inputs, cycles, windows, outputs=()):
         """Simulate ``B`` streams: ``inputs`` maps each input port but the clock to a uint8
