@@ -52,7 +52,8 @@ from hif4spec import operand_layout, residual_layout, residuals_of
 from .parts import Part
 
 __all__ = ["MXFP4Quantizer", "NVFP4Quantizer", "MXFP4QuantizerComb", "NVFP4QuantizerComb",
-           "E2M1_MIDPOINTS", "FRAC", "MXFP4_BOUNDS"]
+           "E2M1_MIDPOINTS", "FRAC", "MXFP4_BOUNDS", "t_fields", "nv_divisor", "nv_scale_code",
+           "nv_block_bounds"]
 
 _BF16 = ELEMENT_TYPES["BF16"]
 _E2M1 = ELEMENT_TYPES["E2M1"]
@@ -506,8 +507,115 @@ _N_SHIFT = _DW - (MAN + 1)
 _EU_OFFSET = -(BIAS + MAN) + (_FP32_BIAS + _FP32_MAN) - _N_SHIFT - _SIX_EXP
 
 
-def _t_fields(t):
+def t_fields(t):
+    """T's exponent field and its 24-bit significand (hidden bit set: T is a normal float)."""
     return t[_FP32_MAN:_FP32_MAN + _FP32_EXP], Cat(t[:_FP32_MAN], 1)
+
+
+def nv_divisor(m, ts):
+    """The divisor ``D = 3 Ts`` of :class:`NVScale`, doubled when below ``2**25``; returns
+    ``(div, dn)``, ``dn`` set when it was doubled. Shared by the blocks."""
+    dw = _DW
+    d3 = Signal(dw, name="d3")
+    m.d.comb += d3.eq(ts * _SIX_ODD)
+    dn = Signal(name="dn")
+    m.d.comb += dn.eq(~d3[dw - 1])
+    div = Signal(dw, name="div")                # in [2**25, 2**26)
+    m.d.comb += div.eq(Mux(dn, d3 << 1, d3))
+    return div, dn
+
+
+def nv_scale_code(m, a, ft, div, dn, name):
+    """The UE4M3 scale code of one block of :class:`NVScale` from its amax ``a`` (15-bit
+    BF16 magnitude), T's exponent field ``ft`` and the shared :func:`nv_divisor`."""
+    dw = _DW
+    fa, frac = a[MAN:MAG], a[:MAN]
+    nz = fa.any()
+    sig = Cat(frac, nz)
+    lz = Signal(range(MAN + 2), name=f"{name}_lz")
+    for k in range(MAN + 1):                    # the highest set bit decides
+        with m.If(sig[k]):
+            m.d.comb += lz.eq(MAN - k)
+    norm = Signal(MAN + 1, name=f"{name}_norm")
+    m.d.comb += norm.eq(sig << lz)
+    fa_eff = Signal(signed(_EW), name=f"{name}_fa")
+    m.d.comb += fa_eff.eq(Mux(nz, fa, 1) - lz)
+    n0 = Signal(dw, name=f"{name}_n0")
+    m.d.comb += n0.eq(norm << _N_SHIFT)
+    nn = Signal(name=f"{name}_nn")
+    m.d.comb += nn.eq(n0 < div)
+    rem = Signal(dw + 1, name=f"{name}_r0")
+    m.d.comb += rem.eq(Mux(nn, n0 << 1, n0) - div)
+    bits = []
+    for k in range(_Q_BITS - 1):
+        r2 = Signal(dw + 1, name=f"{name}_r{k}x2")
+        m.d.comb += r2.eq(rem << 1)
+        bit = Signal(name=f"{name}_q{k}")
+        m.d.comb += bit.eq(r2 >= div)
+        nrem = Signal(dw + 1, name=f"{name}_r{k + 1}")
+        m.d.comb += nrem.eq(Mux(bit, r2 - div, r2))
+        bits.append(bit)
+        rem = nrem
+    quo = Signal(_Q_BITS, name=f"{name}_quo")   # 1.mmmg, MSB first in bits
+    m.d.comb += quo.eq(Cat(*reversed(bits), 1))
+    eu = Signal(signed(_EW), name=f"{name}_eu")
+    m.d.comb += eu.eq(fa_eff - ft + _EU_OFFSET - nn + dn)
+    # right shift of the quotient for subnormal results (0 normal, 5 shifts all out)
+    rs = Signal(range(_Q_BITS + 1), name=f"{name}_rs")
+    m.d.comb += rs.eq(Mux(eu >= _S_EMIN, 0,
+                          Mux(eu < _S_EMIN - _Q_BITS, _Q_BITS, _S_EMIN - eu)))
+    wide = Signal(2 * _Q_BITS, name=f"{name}_wide")
+    m.d.comb += wide.eq(Cat(Const(0, _Q_BITS), quo) >> rs)
+    kept = wide[_Q_BITS + 1:]                   # significand at the E4M3 grid
+    guard = wide[_Q_BITS]
+    sticky = wide[:_Q_BITS].any() | rem.any()
+    field = Signal(_EW, name=f"{name}_field")
+    m.d.comb += field.eq(Mux(eu >= _S_EMIN, eu - _S_EMIN, 0))
+    pre = Signal(_S_BITS + 1, name=f"{name}_pre")
+    m.d.comb += pre.eq((field << _S_MAN) + kept)
+    up = guard & (sticky | pre[0])
+    big = (eu > _S_MAX_EXP) | ((eu == _S_MAX_EXP) & (quo >= _S_MAX_Q))
+    code = Signal(_NV_SCALE, name=f"{name}_code")
+    with m.If(fa == EXP_SPECIAL):
+        m.d.comb += code.eq(_NV_NAN)
+    with m.Elif(~a.any()):
+        m.d.comb += code.eq(0)
+    with m.Elif(big):
+        m.d.comb += code.eq(_S_MAX_CODE)
+    with m.Else():
+        m.d.comb += code.eq(pre + up)
+    return code
+
+
+def nv_block_bounds(m, ft, ts, code, bd, name):
+    """Drive ``bd`` (:attr:`NVBounds.BOUND`) for one block of :class:`NVBounds` from its
+    scale ``code`` and T's fields ``ft``, ``ts``."""
+    code = code[:_S_BITS]
+    es, ms = code[_S_MAN:], code[:_S_MAN]
+    ssig = Cat(ms, es.any())
+    p = Signal(_P_BITS, name=f"{name}_p")
+    m.d.comb += p.eq(ts * ssig)
+    lz = Signal(range(_P_BITS + 1), name=f"{name}_lz")
+    for k in range(_P_BITS):
+        with m.If(p[k]):
+            m.d.comb += lz.eq(_P_BITS - 1 - k)
+    pn = Signal(_P_BITS, name=f"{name}_pn")
+    m.d.comb += pn.eq(p << lz)
+    # d = P * 2**(ft - 150 + max(es, 1) - 10); Ed = that + 27 - lz
+    m.d.comb += [
+        bd.ed.eq(ft + Mux(es.any(), es, 1) - lz
+                 - (_FP32_BIAS + _FP32_MAN) - (_E4M3.bias + _S_MAN) + (_P_BITS - 1)),
+        bd.zero.eq((code == _NV_NAN) | (ssig == 0)),
+    ]
+    shift = _P_BITS - 1 + 2 - FRAC                # 20: Pn m_j / 4 in units 2**(Ed - 9)
+    for j, (m4, (_, up)) in enumerate(zip(_MID4, E2M1_MIDPOINTS)):
+        prod = Signal(_P_BITS + m4.bit_length(), name=f"{name}_m{j}")
+        m.d.comb += prod.eq(pn * m4)
+        fl = prod[shift:]
+        if up:
+            m.d.comb += bd.h[j].eq(fl - ~prod[:shift].any())
+        else:
+            m.d.comb += bd.h[j].eq(fl)
 
 
 class NVAmax(_Stage):
@@ -550,91 +658,17 @@ class NVScale(_Stage):
                          _stage_layout({**lay, "scale": _NV_SCALES}))
 
     def _build(self, m):
-        ft, ts = _t_fields(self.i.t)
-        dw = _DW
-        d3 = Signal(dw, name="d3")
-        m.d.comb += d3.eq(ts * _SIX_ODD)
-        dn = Signal(name="dn")
-        m.d.comb += dn.eq(~d3[dw - 1])
-        div = Signal(dw, name="div")                # in [2**25, 2**26)
-        m.d.comb += div.eq(Mux(dn, d3 << 1, d3))
+        ft, ts = t_fields(self.i.t)
+        div, dn = nv_divisor(m, ts)
         for b in range(_NV_BLOCKS):
-            a = self.i.amax[b]
-            fa, frac = a[MAN:MAG], a[:MAN]
-            nz = fa.any()
-            sig = Cat(frac, nz)
-            lz = Signal(range(MAN + 2), name=f"b{b}_lz")
-            for k in range(MAN + 1):                # the highest set bit decides
-                with m.If(sig[k]):
-                    m.d.comb += lz.eq(MAN - k)
-            norm = Signal(MAN + 1, name=f"b{b}_norm")
-            m.d.comb += norm.eq(sig << lz)
-            fa_eff = Signal(signed(_EW), name=f"b{b}_fa")
-            m.d.comb += fa_eff.eq(Mux(nz, fa, 1) - lz)
-            n0 = Signal(dw, name=f"b{b}_n0")
-            m.d.comb += n0.eq(norm << _N_SHIFT)
-            nn = Signal(name=f"b{b}_nn")
-            m.d.comb += nn.eq(n0 < div)
-            rem = Signal(dw + 1, name=f"b{b}_r0")
-            m.d.comb += rem.eq(Mux(nn, n0 << 1, n0) - div)
-            bits = []
-            for k in range(_Q_BITS - 1):
-                r2 = Signal(dw + 1, name=f"b{b}_r{k}x2")
-                m.d.comb += r2.eq(rem << 1)
-                bit = Signal(name=f"b{b}_q{k}")
-                m.d.comb += bit.eq(r2 >= div)
-                nrem = Signal(dw + 1, name=f"b{b}_r{k + 1}")
-                m.d.comb += nrem.eq(Mux(bit, r2 - div, r2))
-                bits.append(bit)
-                rem = nrem
-            quo = Signal(_Q_BITS, name=f"b{b}_quo")       # 1.mmmg, MSB first in bits
-            m.d.comb += quo.eq(Cat(*reversed(bits), 1))
-            eu = Signal(signed(_EW), name=f"b{b}_eu")
-            m.d.comb += eu.eq(fa_eff - ft + _EU_OFFSET - nn + dn)
-            # right shift of the quotient for subnormal results (0 normal, 5 shifts all out)
-            rs = Signal(range(_Q_BITS + 1), name=f"b{b}_rs")
-            m.d.comb += rs.eq(Mux(eu >= _S_EMIN, 0,
-                                  Mux(eu < _S_EMIN - _Q_BITS, _Q_BITS, _S_EMIN - eu)))
-            wide = Signal(2 * _Q_BITS, name=f"b{b}_wide")
-            m.d.comb += wide.eq(Cat(Const(0, _Q_BITS), quo) >> rs)
-            kept = wide[_Q_BITS + 1:]                    # significand at the E4M3 grid
-            guard = wide[_Q_BITS]
-            sticky = wide[:_Q_BITS].any() | rem.any()
-            field = Signal(_EW, name=f"b{b}_field")
-            m.d.comb += field.eq(Mux(eu >= _S_EMIN, eu - _S_EMIN, 0))
-            pre = Signal(_S_BITS + 1, name=f"b{b}_pre")
-            m.d.comb += pre.eq((field << _S_MAN) + kept)
-            up = guard & (sticky | pre[0])
-            big = (eu > _S_MAX_EXP) | ((eu == _S_MAX_EXP) & (quo >= _S_MAX_Q))
-            code = Signal(_NV_SCALE, name=f"b{b}_code")
-            with m.If(fa == EXP_SPECIAL):
-                m.d.comb += code.eq(_NV_NAN)
-            with m.Elif(~a.any()):
-                m.d.comb += code.eq(0)
-            with m.Elif(big):
-                m.d.comb += code.eq(_S_MAX_CODE)
-            with m.Else():
-                m.d.comb += code.eq(pre + up)
-            m.d.comb += self.o.scale[b].eq(code)
+            m.d.comb += self.o.scale[b].eq(nv_scale_code(m, self.i.amax[b], ft, div, dn,
+                                                         f"b{b}"))
         m.d.comb += [self.o.x.eq(self.i.x), self.o.t.eq(self.i.t)]
 
     def parts(self):
-        """3 Ts (one 26-bit add) and its normalization, shared; per block: the amax
-        leading-zero count and normalizing shift, the dividend compare, the first
-        subtraction and four restoring steps, the exponent arithmetic, the subnormal shift,
-        the rounding increment and the special cases. The dividend's low ``_N_SHIFT`` bits
-        are 0, so the low parts of the first subtraction and of the first step are
-        functions of the divisor alone, shared by the blocks: per block the compare, the
-        subtraction and the first step span the upper bits, and that step selects its low
-        bits between the two shared values."""
-        n, dw, up = _NV_BLOCKS, _DW, _DW - _N_SHIFT + 1
-        return [Part("add", (dw,)), Part("mux", (2, dw)), Part("add", (_N_SHIFT,), 2),
-                Part("lzc", (MAN + 1,), n), Part("shl", (MAN + 1, MAN + 1), n),
-                Part("cmp", (up,), n), Part("mux", (2, up), n), Part("add", (up,), n),
-                Part("divstep", (up + 1,), n), Part("mux", (2, _N_SHIFT + 1), n),
-                Part("divstep", (dw + 1,), n * (_Q_BITS - 2)), Part("add", (_EW,), 3 * n),
-                Part("shr", (_Q_BITS, _Q_BITS + 1), n), Part("add", (_S_BITS + 1,), n),
-                Part("cmp", (_EW,), 3 * n), Part("mux", (4, _NV_SCALE), n)]
+        """The shared divisor and four blocks' scale codes: one ``nvscale`` primitive, the
+        generator's own :func:`nv_divisor` and :func:`nv_scale_code`."""
+        return [Part("nvscale", (_NV_BLOCKS,))]
 
 
 class NVBounds(_Stage):
@@ -654,45 +688,15 @@ class NVBounds(_Stage):
                            "bound": data.ArrayLayout(self.BOUND, _NV_BLOCKS)}))
 
     def _build(self, m):
-        ft, ts = _t_fields(self.i.t)
+        ft, ts = t_fields(self.i.t)
         for b in range(_NV_BLOCKS):
-            code = self.i.scale[b][:_S_BITS]
-            es, ms = code[_S_MAN:], code[:_S_MAN]
-            ssig = Cat(ms, es.any())
-            p = Signal(_P_BITS, name=f"b{b}_p")
-            m.d.comb += p.eq(ts * ssig)
-            lz = Signal(range(_P_BITS + 1), name=f"b{b}_lz")
-            for k in range(_P_BITS):
-                with m.If(p[k]):
-                    m.d.comb += lz.eq(_P_BITS - 1 - k)
-            pn = Signal(_P_BITS, name=f"b{b}_pn")
-            m.d.comb += pn.eq(p << lz)
-            bd = self.o.bound[b]
-            # d = P * 2**(ft - 150 + max(es, 1) - 10); Ed = that + 27 - lz
-            m.d.comb += [
-                bd.ed.eq(ft + Mux(es.any(), es, 1) - lz
-                         - (_FP32_BIAS + _FP32_MAN) - (_E4M3.bias + _S_MAN) + (_P_BITS - 1)),
-                bd.zero.eq((code == _NV_NAN) | (ssig == 0)),
-            ]
-            shift = _P_BITS - 1 + 2 - FRAC            # 20: Pn m_j / 4 in units 2**(Ed - 9)
-            for j, (m4, (_, up)) in enumerate(zip(_MID4, E2M1_MIDPOINTS)):
-                prod = Signal(_P_BITS + m4.bit_length(), name=f"b{b}_m{j}")
-                m.d.comb += prod.eq(pn * m4)
-                fl = prod[shift:]
-                if up:
-                    m.d.comb += bd.h[j].eq(fl - ~prod[:shift].any())
-                else:
-                    m.d.comb += bd.h[j].eq(fl)
+            nv_block_bounds(m, ft, ts, self.i.scale[b], self.o.bound[b], f"b{b}")
         m.d.comb += [self.o.x.eq(self.i.x), self.o.scale.eq(self.i.scale)]
 
     def parts(self):
-        """Per block: the 24 x 4 product, its leading-zero count and normalizing shift, the
-        multiples 3, 5, 7 of Pn (three 31-bit adds; 10, 14, 20 are shifts), three exactness
-        decrements and the exponent arithmetic."""
-        n = _NV_BLOCKS
-        return [Part("mul", (_T_SIG, _S_SIG), n), Part("lzc", (_P_BITS,), n),
-                Part("shl", (_P_BITS, 5), n), Part("add", (_P_BITS + 3,), 3 * n),
-                Part("add", (_NV_FIX,), 3 * n), Part("add", (_EW,), 2 * n)]
+        """Four blocks' bounds: one ``nvbounds`` primitive, the generator's own
+        :func:`nv_block_bounds`."""
+        return [Part("nvbounds", (_NV_BLOCKS,))]
 
 
 class NVElements(_Stage):

@@ -83,7 +83,8 @@ FEATURES = {
                 ("1", lambda n, w: 1)),
     "e2m1rnd": (("w", lambda w: w), ("1", lambda w: 1)),
     "hif4rnd": (("g", lambda f, g: g), ("g*frac", lambda f, g: g * f), ("1", lambda f, g: 1)),
-    "divstep": (("w", lambda w: w), ("1", lambda w: 1)),
+    "nvscale": (("b", lambda b: b), ("1", lambda b: 1)),
+    "nvbounds": (("b", lambda b: b), ("1", lambda b: 1)),
 }
 
 

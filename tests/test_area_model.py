@@ -54,13 +54,6 @@ def _entries():
     return sorted(table.load_table().values(), key=lambda e: e["manifest"]["module"])
 
 
-#: Encoders the model misses by more than 10% (an open shortfall of issue 17, not a waiver:
-#: the test is a strict xfail, so it fails once the model meets the bar and the mark must go).
-#: NVFP4: model 87,271 NAND2-eq against 75,552 flat (+15.5%); flat synthesis is 18% below
-#: the stages synthesized one by one (92,463), which the sum-of-parts model cannot see.
-MODEL_MISSES = {"nvfp4_quant_rnone_s3_l64": "model +15.5% against flat synthesis"}
-
-
 def test_model_within_ten_percent_of_synthesis_everywhere():
     """Every dot-unit configuration of the table (encoders: the test below)."""
     entries = [e for e in _entries() if unit_spec(e["manifest"]["unit"]).kind == "dot"]
@@ -75,9 +68,7 @@ def test_model_within_ten_percent_of_synthesis_everywhere():
 
 
 def _standard_encoders():
-    names = [module_name(u, **p) for u, p in standard_set("encoder")]
-    return [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=MODEL_MISSES[n]))
-            if n in MODEL_MISSES else n for n in names]
+    return [module_name(u, **p) for u, p in standard_set("encoder")]
 
 
 def test_every_standard_encoder_is_synthesized_and_uncalibrated():

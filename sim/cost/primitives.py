@@ -38,13 +38,16 @@ Families (``name(params)``, what it is):
 - ``e2m1rnd(w)``: the E2M1 rounding of a ``w``-bit fixed-point magnitude against the
   seven constant bounds of :data:`E2M1_BOUNDS` (the count of bounds it exceeds, 3 bits):
   what an MXFP4 encoder does per element once the magnitude is aligned to its scale.
-- ``divstep(w)``: one restoring division step: ``w``-bit ``r - d``, the quotient bit (no
-  borrow) and ``r - d`` or ``r`` as the new remainder (a conditional subtractor).
 - ``hif4rnd(frac, g)``: step 7 of the HiF4 quantizer for ``g`` micro-groups of four
   elements of ``frac`` fraction bits sharing one E6M2 scale code: the REC exponent and the
   significand thresholds once, per micro-group its L2 + L3 shift, per element the compares
   of its significand with the thresholds and the selection of k (``hwgen.quant_hif4.element_thresholds`` and ``element_code``,
   converted by Amaranth, so the primitive is the generator's own logic).
+- ``nvscale(b)``: the NVFP4 encoder's scale stage for ``b`` blocks: the divisor ``3 Ts``
+  once, per block the UE4M3 code of ``amax / 6 / T`` (``hwgen.quant_mxnv.nv_divisor`` and
+  ``nv_scale_code``, the generator's own logic).
+- ``nvbounds(b)``: the NVFP4 encoder's bounds stage for ``b`` blocks: per block ``T * s``,
+  its normalization and the seven E2M1 bounds (``hwgen.quant_mxnv.nv_block_bounds``).
 """
 
 __all__ = ["FAMILIES", "primitive_verilog", "primitive_name", "DEFAULT_GRID", "E2M1_BOUNDS"]
@@ -251,14 +254,6 @@ def _e2m1rnd(w):
     return "\n".join(lines)
 
 
-def _divstep(w):
-    return (f"module {{name}}(input [{w-1}:0] r, input [{w-1}:0] d, output q,\n"
-            f"    output [{w-1}:0] y);\n"
-            f"  wire [{w}:0] s = {{1'b0, r}} - {{1'b0, d}};\n"
-            f"  assign q = ~s[{w}];\n"
-            f"  assign y = q ? s[{w-1}:0] : r;\nendmodule\n")
-
-
 def _hif4rnd(frac, g):
     from amaranth.back import verilog
     from amaranth.hdl import Cat, Const, Module, Signal
@@ -284,13 +279,50 @@ def _hif4rnd(frac, g):
     return text.replace("PRIMITIVE", "{name}")
 
 
+def _convert(m, ports):
+    from amaranth.back import verilog
+
+    text = verilog.convert(m, name="PRIMITIVE", ports=ports, emit_src=False)
+    return text.replace("PRIMITIVE", "{name}")
+
+
+def _nvscale(b):
+    from amaranth.hdl import Cat, Module, Signal
+
+    from hwgen.quant_mxnv import MAG, nv_divisor, nv_scale_code, t_fields
+
+    m = Module()
+    t, amax = Signal(32, name="t"), Signal(b * MAG, name="amax")
+    ft, ts = t_fields(t)
+    div, dn = nv_divisor(m, ts)
+    codes = [nv_scale_code(m, amax[MAG * k:MAG * (k + 1)], ft, div, dn, f"b{k}")
+             for k in range(b)]
+    out = Signal(sum(len(c) for c in codes), name="code")
+    m.d.comb += out.eq(Cat(*codes))
+    return _convert(m, [t, amax, out])
+
+
+def _nvbounds(b):
+    from amaranth.hdl import Module, Signal
+
+    from hwgen.quant_mxnv import NVBounds, nv_block_bounds, t_fields
+
+    m = Module()
+    t, codes = Signal(32, name="t"), Signal(8 * b, name="code")
+    ft, ts = t_fields(t)
+    bounds = [Signal(NVBounds.BOUND, name=f"bound{k}") for k in range(b)]
+    for k, bd in enumerate(bounds):
+        nv_block_bounds(m, ft, ts, codes[8 * k:8 * (k + 1)], bd, f"b{k}")
+    return _convert(m, [t, codes, *(bd.as_value() for bd in bounds)])
+
+
 FAMILIES = {
     "mul": _mul, "smul": _smul, "smulx": _smulx, "add": _add, "tree": _tree, "shl": _shl,
     "shr": _shr, "e2m1": _e2m1, "e2m1dot": _e2m1dot, "wshl": _wshl, "addn": _addn,
     "neg": _neg, "norm": _norm,
     "mux": _mux, "reg": _reg, "regp": _regp, "rege": _rege, "lzc": _lzc, "cmp": _cmp,
     "maxtree": _maxtree, "e2m1rnd": _e2m1rnd, "hif4rnd": _hif4rnd,
-    "divstep": _divstep,
+    "nvscale": _nvscale, "nvbounds": _nvbounds,
 }
 
 #: The calibration grid used by ``benchmarks/fit_area_model.py``.
@@ -320,7 +352,8 @@ DEFAULT_GRID = {
                 (16, 16), (2, 15)],
     "e2m1rnd": [(12,), (13,), (14,), (16,)],
     "hif4rnd": [(7, 1), (7, 2), (7, 4), (8, 1), (8, 4)],
-    "divstep": [(8,), (12,), (16,), (27,), (32,)],
+    "nvscale": [(1,), (2,), (3,), (4,)],
+    "nvbounds": [(1,), (2,), (3,), (4,)],
 }
 
 
