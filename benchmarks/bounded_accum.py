@@ -1,0 +1,69 @@
+"""Area and depth of one accumulation step: the bounded one-term back end
+(:mod:`hwgen.accum_bounded`) against the full-window one (:class:`hwgen.accum.ExactAdd`),
+both synthesized in this run with the area table's flow (:data:`sim.cost.synth.FLOW`).
+
+Usage::
+
+    python benchmarks/bounded_accum.py [--backend native]
+
+Each row is the combinational ``acc + term -> acc`` of a unit's accumulator loop (the
+register around it is the same 33 flip-flops either way), for the one-term units: HiF4
+without a residual and NVFP4. Printed: NAND2-eq, the longest path in cells (the loop's
+depth), and the bounded figures' ratio to the full window's. Results are cached under
+``build/synth`` like every synthesis.
+"""
+
+import argparse
+import sys
+import time
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from amaranth.back import verilog  # noqa: E402
+from amaranth.hdl import UnusedElaboratable  # noqa: E402
+
+from hwgen.accum import AccumSpec, ExactAdd  # noqa: E402
+from hwgen.accum_bounded import BoundedAdd  # noqa: E402
+from hwgen.hif4 import HiF4DotUnit  # noqa: E402
+from hwgen.nvfp4 import term_specs as nvfp4_terms  # noqa: E402
+from sim.cost import synth  # noqa: E402
+
+
+def _terms():
+    hif4 = list(HiF4DotUnit(residual="none").terms)     # only the unit's term list is used
+    return {"hif4 (none)": hif4, "nvfp4": nvfp4_terms()}
+
+
+def _synth(component, top, backend):
+    text = verilog.convert(component, name=top, emit_src=False)
+    return synth.synthesize_text(text, top, backend=backend)
+
+
+def main(argv=None):
+    warnings.simplefilter("ignore", UnusedElaboratable)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--backend", choices=synth.BACKENDS, default=None,
+                    help="Yosys build (default: $HIF4_SYNTH_BACKEND, else yowasp)")
+    args = ap.parse_args(argv)
+    rows = []
+    for name, terms in _terms().items():
+        tag = name.split()[0]
+        for kind, make in (("full window", lambda: ExactAdd(AccumSpec(terms))),
+                           ("bounded", lambda: BoundedAdd(terms))):
+            t0 = time.time()
+            print(f"synthesizing {name}, {kind} ...", file=sys.stderr, flush=True)
+            res = _synth(make(), f"acc_{tag}_{kind.split()[0]}", args.backend)
+            rows.append((name, kind, res.nand2, res.longest_path, time.time() - t0))
+    print(f"{'unit':<12} {'back end':<12} {'NAND2-eq':>9} {'path':>6} {'ratio':>7} "
+          f"{'path ratio':>10}")
+    for name, kind, nand2, path, _ in rows:
+        base = next(r for r in rows if r[0] == name and r[1] == "full window")
+        print(f"{name:<12} {kind:<12} {nand2:>9,.0f} {path:>6} {nand2 / base[2]:>7.2f} "
+              f"{path / base[3]:>10.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,337 @@
+"""A bounded exact back end for one-term steps: ``RNE_FP32(acc + term)`` in a window of
+about 30 bits instead of :mod:`hwgen.accum`'s full fixed-point window.
+
+It keeps the contract of :class:`hwgen.accum.ExactAdd` bit for bit (spec section 7: one
+RNE rounding of the exact value, gradual underflow, overflow to +-Inf, +0 for an exact
+zero, a nonzero value that rounds to zero keeps its sign, Inf and NaN rules, ``first``),
+for a step of exactly one term (HiF4 without a residual; NVFP4, whose four blocks are
+pre-added into one term). Why a window of ``N = max(27, M + 1)`` bits is exact, with ``M``
+the wider of the two significands (24 for the accumulator, ``sig_bits`` for the term):
+
+* Both operands are normalized (leading one at the top of ``M`` bits) and the one with the
+  higher leading one, *big* (top weight ``2**pb``), is placed with its leading one at
+  window bit ``N - 1``: bit ``i`` weighs ``2**(pb - N + 1 + i)``, and big's lowest bit is
+  at bit ``N - M >= 1``. The other, *small*, is shifted right by ``d = pb - ps`` into the
+  window; the bits that fall below bit 0 are ORed into bit 0 (a sticky "jam" bit).
+* Near case, ``d <= 1``: small's lowest bit is at ``N - M - d >= 0``, nothing falls out,
+  the sum is exact. (Only here can the operands cancel to zero or by more than one bit.)
+* Far case, ``d >= 2``: ``|big| >= 2**pb`` and ``|small| < 2**(pb - 1)``, so the exact sum
+  has its leading one at ``pb - 1`` or above. Its rounding boundaries (the FP32 values and
+  midpoints near it) are multiples of ``2**(pb - 25)``, or of ``2**-150`` when it is
+  subnormal, and both lie at window bit 1 or above (``N >= 27``; a subnormal result has
+  ``pb <= -126``). Big is a multiple of bit 1's weight; small's value below bit 1 is a
+  remainder ``rem`` in ``[0, 2)`` units of bit 0 that the jam bit replaces by 0 when
+  ``rem = 0`` and by 1 otherwise. The exact and the jammed sums therefore lie in the same
+  open interval between two multiples of bit 1's weight (or are equal), which holds no
+  rounding boundary and no power of two: both round to the same word, and their leading
+  ones are at the same place. (27 is the least such N: with 26 the guard bit of a
+  result just below ``2**pb`` is the jam bit, and ties go wrong; the tests catch it.)
+
+``tests/test_accum_bounded.py`` checks the unit against :func:`sim.dot.accumulate` on
+random and adversarial steps. Components, one per datapath stage: :class:`Decode` (both
+operands to sign, normalized significand and top exponent), :class:`SwapAlign` (big,
+small shifted with the jam bit), :class:`AddSub` (the window sum, its sign and magnitude),
+:class:`RoundAt` (a magnitude with a variable exponent to an FP32 word) and
+:class:`BoundedAdd` (them and the special cases, the interface of
+:class:`hwgen.accum.ExactAdd`).
+"""
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from .accum import NAN_WORD, AccumSpec, accum_layout
+
+__all__ = ["BoundedSpec", "Decode", "SwapAlign", "AddSub", "RoundAt", "BoundedAdd"]
+
+
+def _signed_bits(lo, hi):
+    """Bits of a two's complement signal holding every integer in ``[lo, hi]``."""
+    return max((-lo - 1).bit_length(), hi.bit_length()) + 1
+
+
+def _lzc(m, value, width, name):
+    """Leading-zero count of ``value`` (``width`` bits); 0 for a zero input."""
+    count = Signal(range(width + 1), name=name)
+    for k in range(width):                  # the highest set bit is assigned last and wins
+        with m.If(value[k]):
+            m.d.comb += count.eq(width - 1 - k)
+    return count
+
+
+class BoundedSpec:
+    """Geometry of the bounded back end for a one-term :class:`hwgen.accum.AccumSpec`.
+
+    Attributes
+    ----------
+    term : TermSpec
+    sig : int
+        ``M``: bits of a normalized significand (the wider of 24 and the term's).
+    window : int
+        ``N``: window bits below the carry bit (the sum is ``N + 1`` bits).
+    exp_bits : int
+        Width of the signed exponent arithmetic; it holds every exponent any exponent
+        *field* value gives (the whole field, not only up to ``exp_max``), so no input can
+        wrap it.
+    """
+
+    def __init__(self, terms):
+        spec = AccumSpec(terms)
+        if len(spec.terms) != 1:
+            raise ValueError(f"The bounded back end takes one-term steps; this one has "
+                             f"{len(spec.terms)} ({', '.join(t.name for t in spec.terms)})")
+        self.accum = spec
+        self.term = t = spec.terms[0]
+        self.sig = max(24, t.sig_bits)
+        self.window = max(27, self.sig + 1)
+        field_top = (1 << t.exp_bits) - 1
+        lo = min(-149, -t.bias) - self.window - 2
+        hi = max(105 + 23, field_top - t.bias + t.sig_bits) + self.window + 160
+        self.exp_bits = _signed_bits(lo, hi)
+
+
+class Decode(wiring.Component):
+    """Both operands as (sign, normalized ``M``-bit significand, top exponent, zero).
+
+    Members
+    -------
+    acc : In(32)
+        Accumulator word (Inf/NaN: a meaningless operand, :class:`BoundedAdd` overrides).
+    zero_acc : In(1)
+        Treat the accumulator as +0 (a ``first`` step).
+    sig, exp : In
+        The term's two's complement significand and exponent field.
+    a_neg, a_sig, a_top, a_zero, t_neg, t_sig, t_top, t_zero : Out
+        ``x_sig`` has its leading one at bit ``M - 1`` with weight ``2**x_top``.
+    """
+
+    def __init__(self, bspec):
+        self._b = b = bspec
+        t, M, E = b.term, b.sig, b.exp_bits
+        super().__init__({
+            "acc": In(32), "zero_acc": In(1), "sig": In(signed(t.sig_bits)),
+            "exp": In(t.exp_bits),
+            "a_neg": Out(1), "a_sig": Out(M), "a_top": Out(signed(E)), "a_zero": Out(1),
+            "t_neg": Out(1), "t_sig": Out(M), "t_top": Out(signed(E)), "t_zero": Out(1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        b = self._b
+        t, M, E = b.term, b.sig, b.exp_bits
+        frac, ef = self.acc[:23], self.acc[23:31]
+        ma = Signal(24)
+        m.d.comb += ma.eq(Mux(self.zero_acc, 0, Cat(frac, ef != 0)))
+        mt = Signal(t.sig_bits)                 # |sig|: -2**(S-1) fits unsigned
+        m.d.comb += mt.eq(Mux(self.sig < 0, -self.sig, self.sig))
+        lsb_a = Signal(signed(E))               # weight of ma's bit 0
+        m.d.comb += lsb_a.eq(Mux(ef == 0, 1, ef) - 150)
+        lsb_t = Signal(signed(E))
+        m.d.comb += lsb_t.eq(self.exp - t.bias)
+        for pre, mag, width, lsb, neg in (("a", ma, 24, lsb_a, self.acc[31]),
+                                          ("t", mt, t.sig_bits, lsb_t, self.sig < 0)):
+            ext = Cat(Const(0, M - width), mag) if M > width else mag
+            lz = _lzc(m, ext, M, f"{pre}_lz")
+            m.d.comb += [getattr(self, f"{pre}_sig").eq(ext << lz),
+                         getattr(self, f"{pre}_top").eq(lsb + (width - 1) - lz),
+                         getattr(self, f"{pre}_zero").eq(mag == 0),
+                         getattr(self, f"{pre}_neg").eq(neg)]
+        return m
+
+
+class SwapAlign(wiring.Component):
+    """The operand with the higher leading one (*big*) at the window's top, the other
+    shifted right into the window with the bits below it jammed into bit 0.
+
+    Members
+    -------
+    a_*, t_* : In
+        :class:`Decode`'s outputs.
+    big, small : Out(N)
+        Window magnitudes; big's leading one at bit ``N - 1`` (0 when both are zero).
+    big_neg, small_neg : Out(1)
+    base : Out(signed(E))
+        Weight exponent of window bit 0, ``pb - N + 1``.
+    """
+
+    def __init__(self, bspec):
+        self._b = b = bspec
+        M, N, E = b.sig, b.window, b.exp_bits
+        ports = {}
+        for pre in ("a", "t"):
+            ports.update({f"{pre}_neg": In(1), f"{pre}_sig": In(M),
+                          f"{pre}_top": In(signed(E)), f"{pre}_zero": In(1)})
+        ports.update({"big": Out(N), "small": Out(N), "big_neg": Out(1),
+                      "small_neg": Out(1), "base": Out(signed(E))})
+        super().__init__(ports)
+
+    def elaborate(self, platform):
+        m = Module()
+        b = self._b
+        M, N, E = b.sig, b.window, b.exp_bits
+        a_big = Signal()
+        m.d.comb += a_big.eq(~self.a_zero & (self.t_zero | (self.a_top >= self.t_top)))
+        big_sig, small_sig = Signal(M), Signal(M)
+        big_top, small_top = Signal(signed(E)), Signal(signed(E))
+        small_zero = Signal()
+        m.d.comb += [
+            big_sig.eq(Mux(a_big, self.a_sig, self.t_sig)),
+            small_sig.eq(Mux(a_big, self.t_sig, self.a_sig)),
+            big_top.eq(Mux(a_big, self.a_top, self.t_top)),
+            small_top.eq(Mux(a_big, self.t_top, self.a_top)),
+            small_zero.eq(Mux(a_big, self.t_zero, self.a_zero)),
+            self.big_neg.eq(Mux(a_big, self.a_neg, self.t_neg)),
+            self.small_neg.eq(Mux(a_big, self.t_neg, self.a_neg)),
+        ]
+        dist = Signal(signed(E + 1))
+        m.d.comb += dist.eq(big_top - small_top)
+        shift = Signal(range(N + 1))            # a zero small has any top: its bits are 0
+        m.d.comb += shift.eq(Mux(small_zero | (dist >= N), N, dist))
+        placed = Cat(Const(0, N - M), small_sig)            # leading one at bit N - 1
+        wide = Signal(2 * N)
+        m.d.comb += wide.eq(Cat(Const(0, N), placed) >> shift)
+        kept, lost = wide[N:], wide[:N]
+        m.d.comb += [self.big.eq(Cat(Const(0, N - M), big_sig)),
+                     self.small.eq(kept | lost.any()),
+                     self.base.eq(big_top - (N - 1))]
+        return m
+
+
+class AddSub(wiring.Component):
+    """The window sum ``+-big +- small`` as a sign and an ``N + 1``-bit magnitude.
+
+    Members
+    -------
+    big, small, big_neg, small_neg : In
+    mag : Out(N + 1)
+    neg : Out(1)
+        Sign of the sum (big's, or small's when small is larger: only in the near case).
+    """
+
+    def __init__(self, bspec):
+        N = bspec.window
+        self._n = N
+        super().__init__({"big": In(N), "small": In(N), "big_neg": In(1),
+                          "small_neg": In(1), "mag": Out(N + 1), "neg": Out(1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        N = self._n
+        diff = Signal(signed(N + 2))
+        m.d.comb += diff.eq(self.big - self.small)
+        with m.If(self.big_neg == self.small_neg):
+            m.d.comb += [self.mag.eq(self.big + self.small), self.neg.eq(self.big_neg)]
+        with m.Elif(diff < 0):
+            m.d.comb += [self.mag.eq(-diff), self.neg.eq(self.small_neg)]
+        with m.Else():
+            m.d.comb += [self.mag.eq(diff), self.neg.eq(self.big_neg)]
+        return m
+
+
+class RoundAt(wiring.Component):
+    """``RNE_FP32(+-mag * 2**base)``: normalization, subnormals, overflow to +-Inf.
+
+    Members
+    -------
+    mag : In(W)
+    neg : In(1)
+    base : In(signed(E))
+    word : Out(32)
+        +0 for a zero ``mag``; a nonzero value that rounds to zero keeps its sign.
+    """
+
+    def __init__(self, width, exp_bits):
+        self._w, self._e = width, exp_bits
+        super().__init__({"mag": In(width), "neg": In(1), "base": In(signed(exp_bits)),
+                          "word": Out(32)})
+
+    def elaborate(self, platform):
+        m = Module()
+        W, E = self._w, self._e
+        lz = _lzc(m, self.mag, W, "lz")
+        # A left shift by `cap` puts weight 2**-126 at the top bit (bit W - 1); a value
+        # below 2**-126 keeps that alignment (subnormal), and a negative cap is a right
+        # shift, its lost bits kept as sticky.
+        cap = Signal(signed(E + 1))
+        m.d.comb += cap.eq(self.base + (W - 1) + 126)
+        shift = Signal(signed(E + 1))
+        m.d.comb += shift.eq(Mux(cap < lz, cap, lz))
+        right = Signal(range(W + 3))
+        m.d.comb += right.eq(Mux(shift >= 0, 0, Mux(-shift > W + 2, W + 2, -shift)))
+        wide = Signal(2 * W + 2)
+        m.d.comb += wide.eq(Mux(shift >= 0,
+                                Cat(Const(0, W + 2), self.mag << shift[:(W - 1).bit_length()]),
+                                Cat(Const(0, W + 2), self.mag) >> right))
+        norm, below = wide[W + 2:], wide[:W + 2].any()
+        if W >= 25:
+            mant, guard = norm[W - 24:], norm[W - 25]
+            sticky = norm[:W - 25].any() | below
+        else:                                   # narrow inputs: pad below
+            full = Cat(Const(0, 25 - W), norm)
+            mant, guard, sticky = full[1:], full[0], below
+        exp_pre = Signal(signed(E + 2))         # biased exponent of the top bit
+        m.d.comb += exp_pre.eq(self.base + (W - 1) + 127 - shift)
+        rounded = Signal(25)
+        m.d.comb += rounded.eq(mant + (guard & (sticky | mant[0])))
+        exp = Signal(signed(E + 2))
+        frac = Signal(23)
+        with m.If(rounded[24]):
+            m.d.comb += [exp.eq(exp_pre + 1), frac.eq(0)]
+        with m.Elif(rounded[23]):
+            m.d.comb += [exp.eq(exp_pre), frac.eq(rounded[:23])]
+        with m.Else():
+            m.d.comb += [exp.eq(0), frac.eq(rounded[:23])]
+        with m.If(self.mag == 0):
+            m.d.comb += self.word.eq(0)
+        with m.Elif(exp >= 255):
+            m.d.comb += self.word.eq(Cat(Const(0, 23), Const(255, 8), self.neg))
+        with m.Else():
+            m.d.comb += self.word.eq(Cat(frac, exp[:8], self.neg))
+        return m
+
+
+class BoundedAdd(wiring.Component):
+    """One accumulation of a one-term step, the interface and contract of
+    :class:`hwgen.accum.ExactAdd`.
+
+    Members
+    -------
+    acc : In(32)
+    step : In(accum_layout(terms))
+    word : Out(32)
+    """
+
+    def __init__(self, terms):
+        self._b = BoundedSpec(terms)
+        super().__init__({"acc": In(32), "step": In(accum_layout(self._b.accum.terms)),
+                          "word": Out(32)})
+
+    @property
+    def bspec(self):
+        return self._b
+
+    def elaborate(self, platform):
+        m = Module()
+        b = self._b
+        t = b.term
+        m.submodules.decode = dec = Decode(b)
+        m.submodules.align = sa = SwapAlign(b)
+        m.submodules.addsub = ad = AddSub(b)
+        m.submodules.round = rnd = RoundAt(b.window + 1, b.exp_bits)
+        m.d.comb += [dec.acc.eq(self.acc), dec.zero_acc.eq(self.step.first),
+                     dec.sig.eq(self.step[f"{t.name}_sig"]),
+                     dec.exp.eq(self.step[f"{t.name}_exp"])]
+        for pre in ("a", "t"):
+            for f in ("neg", "sig", "top", "zero"):
+                m.d.comb += getattr(sa, f"{pre}_{f}").eq(getattr(dec, f"{pre}_{f}"))
+        m.d.comb += [ad.big.eq(sa.big), ad.small.eq(sa.small), ad.big_neg.eq(sa.big_neg),
+                     ad.small_neg.eq(sa.small_neg),
+                     rnd.mag.eq(ad.mag), rnd.neg.eq(ad.neg), rnd.base.eq(sa.base)]
+        special = ~self.step.first & (self.acc[23:31] == 255)
+        acc_nan = special & (self.acc[:23] != 0)
+        with m.If(self.step.nan | acc_nan):
+            m.d.comb += self.word.eq(NAN_WORD)
+        with m.Elif(special):
+            m.d.comb += self.word.eq(self.acc)
+        with m.Else():
+            m.d.comb += self.word.eq(rnd.word)
+        return m
