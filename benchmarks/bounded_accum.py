@@ -7,8 +7,8 @@ Usage::
     python benchmarks/bounded_accum.py [--backend native]
 
 Each row is the combinational ``acc + term -> acc`` of a unit's accumulator loop (the
-register around it is the same 33 flip-flops either way), for the one-term units: HiF4
-without a residual and NVFP4. Printed: NAND2-eq, the longest path in cells (the loop's
+register around it is the same 33 flip-flops either way), for HiF4 without a
+residual and NVFP4 (one term) and HiF4 with the 2:4 residual (two terms pre-added). Printed: NAND2-eq, the longest path in cells (the loop's
 depth), and the bounded figures' ratio to the full window's. Results are cached under
 ``build/synth`` like every synthesis.
 """
@@ -32,9 +32,15 @@ from hwgen.nvfp4 import term_specs as nvfp4_terms  # noqa: E402
 from sim.cost import synth  # noqa: E402
 
 
+#: HiF4's main and residual exponent fields are Ea + Ew and Er + Ew (E6M2 exponents 0..63).
+HIF4_MAX_EXP_DIFF = 63
+
+
 def _terms():
-    hif4 = list(HiF4DotUnit(residual="none").terms)     # only the unit's term list is used
-    return {"hif4 (none)": hif4, "nvfp4": nvfp4_terms()}
+    """``{row: (terms, max_exp_diff)}``; only the units' term lists are used."""
+    return {"hif4 (none)": (list(HiF4DotUnit(residual="none").terms), None),
+            "hif4 (2:4)": (list(HiF4DotUnit(residual="2:4").terms), HIF4_MAX_EXP_DIFF),
+            "nvfp4": (nvfp4_terms(), None)}
 
 
 def _synth(component, top, backend):
@@ -49,10 +55,10 @@ def main(argv=None):
                     help="Yosys build (default: $HIF4_SYNTH_BACKEND, else yowasp)")
     args = ap.parse_args(argv)
     rows = []
-    for name, terms in _terms().items():
-        tag = name.split()[0]
+    for name, (terms, diff) in _terms().items():
+        tag = name.replace(" ", "").replace("(", "_").replace(")", "").replace(":", "")
         for kind, make in (("full window", lambda: ExactAdd(AccumSpec(terms))),
-                           ("bounded", lambda: BoundedAdd(terms))):
+                           ("bounded", lambda: BoundedAdd(terms, diff))):
             t0 = time.time()
             print(f"synthesizing {name}, {kind} ...", file=sys.stderr, flush=True)
             res = _synth(make(), f"acc_{tag}_{kind.split()[0]}", args.backend)

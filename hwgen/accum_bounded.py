@@ -1,11 +1,11 @@
-"""A bounded exact back end for one-term steps: ``RNE_FP32(acc + term)`` in a window of
-about 30 bits instead of :mod:`hwgen.accum`'s full fixed-point window.
+"""A bounded exact back end: ``RNE_FP32(acc + term)`` in a window a little wider than the
+term instead of :mod:`hwgen.accum`'s full fixed-point window.
 
 It keeps the contract of :class:`hwgen.accum.ExactAdd` bit for bit (spec section 7: one
 RNE rounding of the exact value, gradual underflow, overflow to +-Inf, +0 for an exact
 zero, a nonzero value that rounds to zero keeps its sign, Inf and NaN rules, ``first``),
-for a step of exactly one term (HiF4 without a residual; NVFP4, whose four blocks are
-pre-added into one term). Why a window of ``N = max(27, M + 1)`` bits is exact, with ``M``
+for a step of one term (HiF4 without a residual; NVFP4, whose four blocks are pre-added
+into one term) or of two terms pre-added into one (HiF4 with a residual, below). Why a window of ``N = max(27, M + 1)`` bits is exact, with ``M``
 the wider of the two significands (24 for the accumulator, ``sig_bits`` for the term):
 
 * Both operands are normalized (leading one at the top of ``M`` bits) and the one with the
@@ -27,8 +27,14 @@ the wider of the two significands (24 for the accumulator, ``sig_bits`` for the 
   ones are at the same place. (27 is the least such N: with 26 the guard bit of a
   result just below ``2**pb`` is the jam bit, and ties go wrong; the tests catch it.)
 
+Two terms whose exponent fields differ by at most a known ``D`` become one first
+(:class:`PreAdd`): HiF4's main and residual terms have exponents ``Ea + Ew`` and
+``Er + Ew`` (E6M2 exponents, 0..63), so ``D = 63``, and their exact sum is one term of
+``max(S1, S2) + D + 1`` bits at the lower exponent, outside the accumulator loop.
+
 ``tests/test_accum_bounded.py`` checks the unit against :func:`sim.dot.accumulate` on
-random and adversarial steps. Components, one per datapath stage: :class:`Decode` (both
+random and adversarial steps. Components, one per datapath stage: :class:`PreAdd` (two
+terms into one, when there are two), :class:`Decode` (both
 operands to sign, normalized significand and top exponent), :class:`SwapAlign` (big,
 small shifted with the jam bit), :class:`AddSub` (the window sum, its sign and magnitude),
 :class:`RoundAt` (a magnitude with a variable exponent to an FP32 word) and
@@ -40,9 +46,10 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .accum import NAN_WORD, AccumSpec, accum_layout
+from .accum import NAN_WORD, AccumSpec, TermSpec, accum_layout
 
-__all__ = ["BoundedSpec", "Decode", "SwapAlign", "AddSub", "RoundAt", "BoundedAdd"]
+__all__ = ["BoundedSpec", "PreAdd", "Decode", "SwapAlign", "AddSub", "RoundAt",
+           "BoundedAdd"]
 
 
 def _signed_bits(lo, hi):
@@ -60,11 +67,22 @@ def _lzc(m, value, width, name):
 
 
 class BoundedSpec:
-    """Geometry of the bounded back end for a one-term :class:`hwgen.accum.AccumSpec`.
+    """Geometry of the bounded back end for the terms of a step.
+
+    Parameters
+    ----------
+    terms : list of TermSpec
+        One term, or two with the same exponent field width and bias whose exponent
+        fields never differ by more than ``max_exp_diff``.
+    max_exp_diff : int, optional
+        For two terms: the bound ``D`` the front end guarantees (HiF4: 63).
 
     Attributes
     ----------
+    accum : AccumSpec
+        The step's terms as given (the input layout).
     term : TermSpec
+        The one term the loop adds: the given one, or the pre-added sum of two.
     sig : int
         ``M``: bits of a normalized significand (the wider of 24 and the term's).
     window : int
@@ -75,19 +93,75 @@ class BoundedSpec:
         wrap it.
     """
 
-    def __init__(self, terms):
+    def __init__(self, terms, max_exp_diff=None):
         spec = AccumSpec(terms)
-        if len(spec.terms) != 1:
-            raise ValueError(f"The bounded back end takes one-term steps; this one has "
-                             f"{len(spec.terms)} ({', '.join(t.name for t in spec.terms)})")
         self.accum = spec
-        self.term = t = spec.terms[0]
+        self.max_exp_diff = max_exp_diff
+        if len(spec.terms) == 1:
+            t = spec.terms[0]
+        elif len(spec.terms) == 2 and max_exp_diff is not None:
+            t1, t2 = spec.terms
+            if (t1.exp_bits, t1.bias) != (t2.exp_bits, t2.bias):
+                raise ValueError("Pre-added terms must share the exponent field width and "
+                                 "bias")
+            if not isinstance(max_exp_diff, int) or not 0 <= max_exp_diff < 1 << t1.exp_bits:
+                raise ValueError(f"max_exp_diff must be 0 to {(1 << t1.exp_bits) - 1}, "
+                                 f"not {max_exp_diff!r}")
+            t = TermSpec("pre", max(t1.sig_bits, t2.sig_bits) + max_exp_diff + 1,
+                         t1.exp_bits, t1.bias, max(t1.top_exp, t2.top_exp))
+        else:
+            raise ValueError(f"The bounded back end takes one-term steps, or two terms with "
+                             f"a bound on their exponent difference; this one has "
+                             f"{len(spec.terms)} ({', '.join(t.name for t in spec.terms)})"
+                             + ("" if len(spec.terms) != 2 else " and no max_exp_diff"))
+        self.term = t
         self.sig = max(24, t.sig_bits)
         self.window = max(27, self.sig + 1)
         field_top = (1 << t.exp_bits) - 1
         lo = min(-149, -t.bias) - self.window - 2
         hi = max(105 + 23, field_top - t.bias + t.sig_bits) + self.window + 160
         self.exp_bits = _signed_bits(lo, hi)
+
+
+class PreAdd(wiring.Component):
+    """Two terms whose exponent fields differ by at most ``D`` as one exact term at the
+    lower exponent: ``hi << |e1 - e2| + lo``.
+
+    Members
+    -------
+    step : In(accum_layout(terms))
+        The two terms (only their fields are read).
+    sig : Out(signed(max(S1, S2) + D + 1))
+    exp : Out(exp_bits)
+        The lower of the two exponent fields.
+
+    A difference above ``D`` is outside the contract (the front end cannot make one); the
+    shift is then limited to ``D`` and the sum is wrong.
+    """
+
+    def __init__(self, bspec):
+        self._b = b = bspec
+        super().__init__({"step": In(accum_layout(b.accum.terms)),
+                          "sig": Out(signed(b.term.sig_bits)), "exp": Out(b.term.exp_bits)})
+
+    def elaborate(self, platform):
+        m = Module()
+        b = self._b
+        t1, t2 = b.accum.terms
+        D = b.max_exp_diff
+        s1, e1 = self.step[f"{t1.name}_sig"], self.step[f"{t1.name}_exp"]
+        s2, e2 = self.step[f"{t2.name}_sig"], self.step[f"{t2.name}_exp"]
+        first_hi = Signal()
+        m.d.comb += first_hi.eq(e1 >= e2)
+        diff = Signal(t1.exp_bits)
+        m.d.comb += diff.eq(Mux(first_hi, e1 - e2, e2 - e1))
+        shift = Signal(range(D + 1))
+        m.d.comb += shift.eq(Mux(diff > D, D, diff))
+        width = b.term.sig_bits
+        hi, lo = Signal(signed(width)), Signal(signed(width))
+        m.d.comb += [hi.eq(Mux(first_hi, s1, s2)), lo.eq(Mux(first_hi, s2, s1))]
+        m.d.comb += [self.sig.eq((hi << shift) + lo), self.exp.eq(Mux(first_hi, e2, e1))]
+        return m
 
 
 class Decode(wiring.Component):
@@ -290,8 +364,8 @@ class RoundAt(wiring.Component):
 
 
 class BoundedAdd(wiring.Component):
-    """One accumulation of a one-term step, the interface and contract of
-    :class:`hwgen.accum.ExactAdd`.
+    """One accumulation, the interface and contract of :class:`hwgen.accum.ExactAdd`: a
+    one-term step, or two terms pre-added (``max_exp_diff``, :class:`BoundedSpec`).
 
     Members
     -------
@@ -300,8 +374,8 @@ class BoundedAdd(wiring.Component):
     word : Out(32)
     """
 
-    def __init__(self, terms):
-        self._b = BoundedSpec(terms)
+    def __init__(self, terms, max_exp_diff=None):
+        self._b = BoundedSpec(terms, max_exp_diff)
         super().__init__({"acc": In(32), "step": In(accum_layout(self._b.accum.terms)),
                           "word": Out(32)})
 
@@ -312,17 +386,21 @@ class BoundedAdd(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         b = self._b
-        t = b.term
         m.submodules.decode = dec = Decode(b)
         m.submodules.align = sa = SwapAlign(b)
         m.submodules.addsub = ad = AddSub(b)
         m.submodules.round = rnd = RoundAt(b.window + 1, b.exp_bits)
-        m.d.comb += [dec.acc.eq(self.acc), dec.zero_acc.eq(self.step.first),
-                     dec.sig.eq(self.step[f"{t.name}_sig"]),
-                     dec.exp.eq(self.step[f"{t.name}_exp"])]
-        for pre in ("a", "t"):
+        if len(b.accum.terms) == 2:
+            m.submodules.preadd = pre = PreAdd(b)
+            m.d.comb += [pre.step.eq(self.step), dec.sig.eq(pre.sig), dec.exp.eq(pre.exp)]
+        else:
+            t = b.term
+            m.d.comb += [dec.sig.eq(self.step[f"{t.name}_sig"]),
+                         dec.exp.eq(self.step[f"{t.name}_exp"])]
+        m.d.comb += [dec.acc.eq(self.acc), dec.zero_acc.eq(self.step.first)]
+        for pre_ in ("a", "t"):
             for f in ("neg", "sig", "top", "zero"):
-                m.d.comb += getattr(sa, f"{pre}_{f}").eq(getattr(dec, f"{pre}_{f}"))
+                m.d.comb += getattr(sa, f"{pre_}_{f}").eq(getattr(dec, f"{pre_}_{f}"))
         m.d.comb += [ad.big.eq(sa.big), ad.small.eq(sa.small), ad.big_neg.eq(sa.big_neg),
                      ad.small_neg.eq(sa.small_neg),
                      rnd.mag.eq(ad.mag), rnd.neg.eq(ad.neg), rnd.base.eq(sa.base)]

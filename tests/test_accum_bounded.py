@@ -206,3 +206,95 @@ def test_bounded_add_equals_golden_long(name):
     got, want = run_rtl(terms, vecs), golden(terms[0], vecs)
     bad = np.flatnonzero(got != want)
     assert not bad.size, [(vecs[i], hex(got[i]), hex(want[i])) for i in bad[:5]]
+
+
+# ---------------------------------------------------------------------------------------
+# Two terms pre-added: HiF4 with a residual (exponent fields Ea + Ew and Er + Ew)
+
+SPECS2 = {
+    "hif4_r24": lambda: HiF4DotUnit(residual="2:4")._terms(),
+    "hif4_dense": lambda: HiF4DotUnit(residual="dense")._terms(),
+}
+HIF4_MAX_EXP_DIFF = 63
+
+
+def run_rtl2(terms, vectors, max_exp_diff):
+    """Words of a two-term :class:`BoundedAdd` for ``(acc, s1, e1, s2, e2, nan, first)``."""
+    dut = BoundedAdd(terms, max_exp_diff)
+    (n1, n2), layout = [t.name for t in terms], accum_layout(terms)
+    out = []
+
+    async def bench(ctx):
+        for acc, s1, e1, s2, e2, nan, first in vectors:
+            ctx.set(dut.acc, int(acc))
+            ctx.set(dut.step.as_value(), _pack(layout, {
+                f"{n1}_sig": s1, f"{n1}_exp": e1, f"{n2}_sig": s2, f"{n2}_exp": e2,
+                "nan": nan, "first": first, "last": 0}))
+            out.append(ctx.get(dut.word))
+
+    sim = Simulator(dut)
+    sim.add_testbench(bench)
+    sim.run()
+    return np.array(out, dtype=np.uint32)
+
+
+def golden2(terms, vectors):
+    bias = terms[0].bias
+    acc = np.array([0 if v[6] else v[0] for v in vectors], dtype=np.uint32)
+    P = np.array([[v[1], v[3]] for v in vectors], dtype=np.int64)
+    E = np.array([[v[2] - bias, v[4] - bias] for v in vectors], dtype=np.int64)
+    return accumulate(acc, P, E, np.array([v[5] for v in vectors], dtype=bool))
+
+
+def vectors2_for(terms, n, seed):
+    """The one-term vectors of the main term with a residual term beside it: none, random,
+    cancelling the main term exactly, or tiny at the lowest exponent allowed."""
+    main, res = terms
+    rng = np.random.default_rng(seed)
+    smax = (1 << (res.sig_bits - 1)) - 1
+    out = []
+    for acc, s1, e1, nan, first in vectors_for(main, n, seed):
+        lo = max(0, e1 - HIF4_MAX_EXP_DIFF)
+        hi = min(main.top_exp, e1 + HIF4_MAX_EXP_DIFF)
+        e2 = int(rng.integers(lo, hi + 1))
+        kind = int(rng.integers(0, 5))
+        if kind == 0:
+            s2 = 0
+        elif kind == 1:
+            bits = int(rng.integers(1, res.sig_bits + 1))
+            s2 = int(rng.integers(-(1 << (bits - 1)), 1 << (bits - 1)))
+        elif kind == 2 and abs(s1) <= smax:             # the two terms cancel
+            s2, e2 = -s1, e1
+        else:                                           # tiny, as far below as allowed
+            s2, e2 = int(rng.choice([-1, 1])) * int(rng.integers(1, 4)), lo
+        out.append((acc, s1, e1, s2, e2, nan, first))
+    return out
+
+
+def test_preadd_geometry():
+    b = BoundedSpec(SPECS2["hif4_r24"](), HIF4_MAX_EXP_DIFF)
+    assert b.term.sig_bits == 23 + 63 + 1 and b.window == 88
+    with pytest.raises(ValueError, match="no max_exp_diff"):
+        BoundedSpec(SPECS2["hif4_r24"]())
+    with pytest.raises(ValueError, match="max_exp_diff must be"):
+        BoundedSpec(SPECS2["hif4_r24"](), 200)
+
+
+@pytest.mark.parametrize("name", sorted(SPECS2))
+def test_preadded_bounded_add_equals_golden(name):
+    terms = SPECS2[name]()
+    vecs = vectors2_for(terms, 1500, seed=10 + sorted(SPECS2).index(name))
+    got, want = run_rtl2(terms, vecs, HIF4_MAX_EXP_DIFF), golden2(terms, vecs)
+    bad = np.flatnonzero(got != want)
+    assert not bad.size, [(vecs[i], hex(got[i]), hex(want[i])) for i in bad[:5]]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(SPECS2))
+def test_preadded_bounded_add_equals_golden_long(name):
+    """40,000 more steps per residual mode."""
+    terms = SPECS2[name]()
+    vecs = vectors2_for(terms, 40_000, seed=110 + sorted(SPECS2).index(name))
+    got, want = run_rtl2(terms, vecs, HIF4_MAX_EXP_DIFF), golden2(terms, vecs)
+    bad = np.flatnonzero(got != want)
+    assert not bad.size, [(vecs[i], hex(got[i]), hex(want[i])) for i in bad[:5]]
