@@ -27,19 +27,15 @@ from amaranth.hdl import UnusedElaboratable  # noqa: E402
 
 from hwgen.accum import AccumSpec, ExactAdd  # noqa: E402
 from hwgen.accum_bounded import BoundedAdd  # noqa: E402
-from hwgen.hif4 import HiF4DotUnit  # noqa: E402
+from hwgen.hif4 import MAX_TERM_EXP_DIFF, HiF4DotUnit  # noqa: E402
 from hwgen.nvfp4 import term_specs as nvfp4_terms  # noqa: E402
 from sim.cost import synth  # noqa: E402
-
-
-#: HiF4's main and residual exponent fields are Ea + Ew and Er + Ew (E6M2 exponents 0..63).
-HIF4_MAX_EXP_DIFF = 63
 
 
 def _terms():
     """``{row: (terms, max_exp_diff)}``; only the units' term lists are used."""
     return {"hif4 (none)": (list(HiF4DotUnit(residual="none").terms), None),
-            "hif4 (2:4)": (list(HiF4DotUnit(residual="2:4").terms), HIF4_MAX_EXP_DIFF),
+            "hif4 (2:4)": (list(HiF4DotUnit(residual="2:4").terms), MAX_TERM_EXP_DIFF),
             "nvfp4": (nvfp4_terms(), None)}
 
 

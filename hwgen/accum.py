@@ -41,7 +41,7 @@ from amaranth.lib.wiring import In, Out
 from .parts import Part, probe, within
 
 __all__ = ["TermSpec", "AccumSpec", "Align", "Round", "ExactAdd", "Accumulator",
-           "accum_layout", "NAN_WORD"]
+           "accum_layout", "leading_zeros", "round_to_word", "NAN_WORD"]
 
 NAN_WORD = 0x7FC00000
 FP32_MIN_EXP = -149       # weight of the lowest bit of any FP32 value (subnormal ulp)
@@ -142,13 +142,36 @@ def accum_layout(terms):
     return data.StructLayout(fields)
 
 
-def _leading_zeros(m, value, width):
+def leading_zeros(m, value, width, name="lzc"):
     """Leading-zero count of ``value`` (``width`` bits): a priority encoder (0 input -> 0)."""
-    count = Signal(range(width + 1), name="lzc")
+    count = Signal(range(width + 1), name=name)
     for k in range(width):                  # the highest set bit is assigned last and wins
         with m.If(value[k]):
             m.d.comb += count.eq(width - 1 - k)
     return count
+
+
+def round_to_word(m, mant, guard, sticky, exp_pre, zero, sign, word):
+    """Drive ``word`` with the FP32 word of a normalized significand: ``mant`` (24 bits,
+    its top bit at biased exponent ``exp_pre``, or 0 with ``exp_pre`` = 1 for a
+    subnormal), rounded to nearest even by ``guard`` and ``sticky``; a carry out raises the
+    exponent, an exponent of 255 or more gives +-Inf, ``zero`` gives +0."""
+    rounded = Signal(25)
+    m.d.comb += rounded.eq(mant + (guard & (sticky | mant[0])))
+    exp = Signal(signed(len(exp_pre)))
+    frac = Signal(23)
+    with m.If(rounded[24]):
+        m.d.comb += [exp.eq(exp_pre + 1), frac.eq(0)]
+    with m.Elif(rounded[23]):
+        m.d.comb += [exp.eq(exp_pre), frac.eq(rounded[:23])]
+    with m.Else():
+        m.d.comb += [exp.eq(0), frac.eq(rounded[:23])]
+    with m.If(zero):
+        m.d.comb += word.eq(0)
+    with m.Elif(exp >= 255):
+        m.d.comb += word.eq(Cat(Const(0, 23), Const(255, 8), sign))
+    with m.Else():
+        m.d.comb += word.eq(Cat(frac, exp[:8], sign))
 
 
 class Align(wiring.Component):
@@ -226,7 +249,7 @@ class Round(wiring.Component):
         sign = self.sum[w - 1]
         mag = Signal(w)
         m.d.comb += mag.eq(Mux(sign, -self.sum, self.sum))
-        lz = _leading_zeros(m, mag, w)
+        lz = leading_zeros(m, mag, w)
         # Shifting by shift_max puts weight 2**-126 at the top bit: results below are
         # subnormal and keep that alignment.
         shift_max = w - 1 + 126 + lsb
@@ -237,22 +260,7 @@ class Round(wiring.Component):
         exp_pre = Signal(signed(12))        # biased exponent of the top bit after shifting
         m.d.comb += exp_pre.eq(lsb + w - 1 + 127 - shift)
         mant, guard, sticky = norm[w - 24:], norm[w - 25], norm[:w - 25].any()
-        rounded = Signal(25)
-        m.d.comb += rounded.eq(mant + (guard & (sticky | mant[0])))
-        exp = Signal(signed(12))
-        frac = Signal(23)
-        with m.If(rounded[24]):
-            m.d.comb += [exp.eq(exp_pre + 1), frac.eq(0)]
-        with m.Elif(rounded[23]):
-            m.d.comb += [exp.eq(exp_pre), frac.eq(rounded[:23])]
-        with m.Else():
-            m.d.comb += [exp.eq(0), frac.eq(rounded[:23])]
-        with m.If(mag == 0):
-            m.d.comb += self.word.eq(0)
-        with m.Elif(exp >= 255):
-            m.d.comb += self.word.eq(Cat(Const(0, 23), Const(255, 8), sign))
-        with m.Else():
-            m.d.comb += self.word.eq(Cat(frac, exp[:8], sign))
+        round_to_word(m, mant, guard, sticky, exp_pre, mag == 0, sign, self.word)
         return m
 
     def parts(self):

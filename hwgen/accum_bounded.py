@@ -46,7 +46,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .accum import NAN_WORD, AccumSpec, TermSpec, accum_layout
+from .accum import NAN_WORD, AccumSpec, TermSpec, accum_layout, leading_zeros, round_to_word
 
 __all__ = ["BoundedSpec", "PreAdd", "Decode", "SwapAlign", "AddSub", "RoundAt",
            "BoundedAdd"]
@@ -55,15 +55,6 @@ __all__ = ["BoundedSpec", "PreAdd", "Decode", "SwapAlign", "AddSub", "RoundAt",
 def _signed_bits(lo, hi):
     """Bits of a two's complement signal holding every integer in ``[lo, hi]``."""
     return max((-lo - 1).bit_length(), hi.bit_length()) + 1
-
-
-def _lzc(m, value, width, name):
-    """Leading-zero count of ``value`` (``width`` bits); 0 for a zero input."""
-    count = Signal(range(width + 1), name=name)
-    for k in range(width):                  # the highest set bit is assigned last and wins
-        with m.If(value[k]):
-            m.d.comb += count.eq(width - 1 - k)
-    return count
 
 
 class BoundedSpec:
@@ -204,7 +195,7 @@ class Decode(wiring.Component):
         for pre, mag, width, lsb, neg in (("a", ma, 24, lsb_a, self.acc[31]),
                                           ("t", mt, t.sig_bits, lsb_t, self.sig < 0)):
             ext = Cat(Const(0, M - width), mag) if M > width else mag
-            lz = _lzc(m, ext, M, f"{pre}_lz")
+            lz = leading_zeros(m, ext, M, f"{pre}_lz")
             m.d.comb += [getattr(self, f"{pre}_sig").eq(ext << lz),
                          getattr(self, f"{pre}_top").eq(lsb + (width - 1) - lz),
                          getattr(self, f"{pre}_zero").eq(mag == 0),
@@ -321,7 +312,7 @@ class RoundAt(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         W, E = self._w, self._e
-        lz = _lzc(m, self.mag, W, "lz")
+        lz = leading_zeros(m, self.mag, W, "lz")
         # A left shift by `cap` puts weight 2**-126 at the top bit (bit W - 1); a value
         # below 2**-126 keeps that alignment (subnormal), and a negative cap is a right
         # shift, its lost bits kept as sticky.
@@ -344,22 +335,7 @@ class RoundAt(wiring.Component):
             mant, guard, sticky = full[1:], full[0], below
         exp_pre = Signal(signed(E + 2))         # biased exponent of the top bit
         m.d.comb += exp_pre.eq(self.base + (W - 1) + 127 - shift)
-        rounded = Signal(25)
-        m.d.comb += rounded.eq(mant + (guard & (sticky | mant[0])))
-        exp = Signal(signed(E + 2))
-        frac = Signal(23)
-        with m.If(rounded[24]):
-            m.d.comb += [exp.eq(exp_pre + 1), frac.eq(0)]
-        with m.Elif(rounded[23]):
-            m.d.comb += [exp.eq(exp_pre), frac.eq(rounded[:23])]
-        with m.Else():
-            m.d.comb += [exp.eq(0), frac.eq(rounded[:23])]
-        with m.If(self.mag == 0):
-            m.d.comb += self.word.eq(0)
-        with m.Elif(exp >= 255):
-            m.d.comb += self.word.eq(Cat(Const(0, 23), Const(255, 8), self.neg))
-        with m.Else():
-            m.d.comb += self.word.eq(Cat(frac, exp[:8], self.neg))
+        round_to_word(m, mant, guard, sticky, exp_pre, self.mag == 0, self.neg, self.word)
         return m
 
 

@@ -31,7 +31,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from hif4spec import FORMATS
+from hif4spec import ELEMENT_TYPES, FORMATS
 
 from .accum import TermSpec
 from .layouts import HIF4_BLOCK, RES24_BLOCK, S1P2
@@ -43,6 +43,9 @@ __all__ = ["S1P2", "HIF4_BLOCK", "RES24_BLOCK", "MicroGroupDot", "ResidualSelect
 
 NAN_SCALE = FORMATS["hif4"].nan_scale_code      # E6M2 0xFF
 TERM_BIAS = 104         # (k/4)(k/4) -> 2**-4; E6M2 pair -> 2**(Ea + Ew - 100)
+#: The main and residual terms' exponent fields are Ea + Ew and Er + Ew: they differ by at
+#: most the largest E6M2 exponent field (what a bounded back end may pre-add over).
+MAX_TERM_EXP_DIFF = (1 << ELEMENT_TYPES["E6M2"].exp_bits) - 1
 MAX_PRODUCT = 49        # 7 * 7
 
 

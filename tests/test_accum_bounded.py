@@ -14,6 +14,7 @@ from amaranth.sim import Simulator
 
 from hwgen.accum import TermSpec, accum_layout
 from hwgen.accum_bounded import BoundedAdd, BoundedSpec
+from hwgen.hif4 import MAX_TERM_EXP_DIFF as HIF4_MAX_EXP_DIFF
 from hwgen.hif4 import HiF4DotUnit
 from hwgen.nvfp4 import term_specs as nvfp4_terms
 from sim.dot import NAN_WORD, accumulate
@@ -215,7 +216,6 @@ SPECS2 = {
     "hif4_r24": lambda: HiF4DotUnit(residual="2:4")._terms(),
     "hif4_dense": lambda: HiF4DotUnit(residual="dense")._terms(),
 }
-HIF4_MAX_EXP_DIFF = 63
 
 
 def run_rtl2(terms, vectors, max_exp_diff):

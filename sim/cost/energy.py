@@ -417,9 +417,7 @@ def energy_rows(units, residuals, stimuli=STIMULI, *, stages=None, lanes=None,
     kwargs = {"steps": steps, "seed": seed, "synth_backend": synth_backend}
     jobs = max(1, min(jobs, len(todo)))
     if jobs == 1 and progress is None:
-        for i, (verilog, manifest) in enumerate(todo):
-            if progress:
-                progress(i, len(todo), manifest["module"])
+        for verilog, manifest in todo:
             measured[manifest["module"]] = measure(verilog, manifest, stimuli, **kwargs)
     else:
         import multiprocessing

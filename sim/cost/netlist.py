@@ -55,11 +55,11 @@ NETLIST_FLOW = ("read_verilog {src}; synth -flatten -top {top} -noabc; "
                 "write_verilog -noattr netlist.v; write_json netlist.json")
 DEFAULT_CACHE = Path(__file__).resolve().parents[2] / "build" / "netlist"
 _CACHE_VERSION = 2
-#: Version of :data:`NETLIST_FLOW`'s netlists (and so of energy figures made from them),
-#: recorded with the figures of ``hif4 sweep energy``: bumped when the flow changes.
-FLOW_VERSION = 2
 #: Version of :func:`load_table`'s output; a cached ``loads.json`` of another is recomputed.
 LOADS_VERSION = 2
+#: What energy figures made from these netlists depend on (the flow and the load table),
+#: as a short hash; ``hif4 sweep energy`` records it with its figures.
+FLOW_VERSION = synth.verilog_sha256(f"{NETLIST_FLOW}|loads v{LOADS_VERSION}")[:12]
 
 #: Input pins of each cell type ``abc -g cmos2`` and ``dfflegalize`` leave, and whether the
 #: pin is a data input (counted as one NAND2 input of load) or the clock.

@@ -255,7 +255,6 @@ def _e2m1rnd(w):
 
 
 def _hif4rnd(frac, g):
-    from amaranth.back import verilog
     from amaranth.hdl import Cat, Const, Module, Signal
 
     from hwgen.quant_hif4 import REC_TABLE, element_code, element_thresholds
@@ -274,9 +273,7 @@ def _hif4rnd(frac, g):
         for i in range(4 * j, 4 * j + 4):
             k = element_code(mags[w * i:w * i + w], thr, rexp, shift, frac)
             m.d.comb += ks[3 * i:3 * i + 3].eq(k)
-    text = verilog.convert(m, name="PRIMITIVE", ports=[code, mags, l2, l3, ks],
-                           emit_src=False)
-    return text.replace("PRIMITIVE", "{name}")
+    return _convert(m, [code, mags, l2, l3, ks])
 
 
 def _convert(m, ports):
