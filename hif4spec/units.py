@@ -13,16 +13,25 @@ from dataclasses import dataclass
 
 from .steps import operand_layout, residual_layout
 
-__all__ = ["RESIDUAL_MODES", "RESIDUAL_TAGS", "STAGES", "LANES", "DEFAULTS", "KINDS",
+__all__ = ["RESIDUAL_MODES", "RESIDUAL_TAGS", "ACCUMS", "ACCUM_TAGS", "STAGES", "LANES",
+           "DEFAULTS", "KINDS",
            "UnitSpec", "UNITS", "unit_spec", "units_of_kind", "check_params", "resolve",
            "module_name", "parse_module_name", "payload_fields", "output_fields",
-           "all_configs", "standard_set", "residuals_of", "BF16_BITS", "TENSOR_SCALE_BITS"]
+           "all_configs", "standard_set", "residuals_of", "accums_of", "BF16_BITS",
+           "TENSOR_SCALE_BITS"]
 
 #: Residual modes of a dot-product unit: no residual input, a packed 2:4 residual block,
 #: a second dense operand (spec section 6).
 RESIDUAL_MODES = ("none", "2:4", "dense")
 #: Residual mode -> the tag in module names.
 RESIDUAL_TAGS = {"none": "rnone", "2:4": "r24", "dense": "rdense"}
+#: Accumulator back ends of a dot-product unit (spec section 7 either way, bit for bit):
+#: ``"window"`` adds every step into a fixed-point window holding every bit of every term
+#: (:mod:`hwgen.accum`, the reference); ``"bounded"`` adds in a window a little wider than
+#: one term, after pre-adding terms that share a scale (:mod:`hwgen.accum_bounded`).
+ACCUMS = ("window", "bounded")
+#: Back end -> the suffix it adds to module names.
+ACCUM_TAGS = {"window": "", "bounded": "_bnd"}
 #: Pipeline register counts every unit accepts (``stages``).
 STAGES = (1, 2, 3, 4)
 #: Elements per cycle every unit accepts (``lanes``); a step is 64 elements.
@@ -34,7 +43,7 @@ BF16_BITS = 16
 #: Bits of the per-tensor FP32 scale T an NVFP4 encoder takes with a group.
 TENSOR_SCALE_BITS = 32
 #: Parameters a unit takes when they are not given.
-DEFAULTS = {"residual": "none", "stages": 3, "lanes": 64}
+DEFAULTS = {"residual": "none", "stages": 3, "lanes": 64, "accum": "window"}
 
 
 @dataclass(frozen=True)
@@ -44,8 +53,9 @@ class UnitSpec:
     ``name`` is the ``--unit`` value, ``fmt`` the operand format, ``builder`` the
     ``"module:attribute"`` of its generator, ``residuals`` the residual modes it accepts (in
     ``RESIDUAL_MODES`` order), ``standard`` the residual modes of the standard set
-    (``hif4 generate --all``, at the default stages and lanes) and ``kind`` one of
-    ``KINDS``. An encoder's residual mode is the residual step it emits beside the operand
+    (``hif4 generate --all``, at the default stages and lanes), ``kind`` one of ``KINDS``
+    and ``accums`` the accumulator back ends of a dot unit (``ACCUMS``; none for an
+    encoder). An encoder's residual mode is the residual step it emits beside the operand
     step (the one the dot unit of its format takes).
     """
 
@@ -55,19 +65,21 @@ class UnitSpec:
     residuals: tuple
     standard: tuple
     kind: str = "dot"
+    accums: tuple = ACCUMS[:1]
 
 
 UNITS = {u.name: u for u in (
-    UnitSpec("hif4", "hif4", "hwgen.hif4:HiF4DotUnit", RESIDUAL_MODES, RESIDUAL_MODES[:2]),
+    UnitSpec("hif4", "hif4", "hwgen.hif4:HiF4DotUnit", RESIDUAL_MODES, RESIDUAL_MODES[:2],
+             accums=ACCUMS),
     UnitSpec("mxfp4", "mxfp4", "hwgen.mxfp4:MXFP4DotUnit", RESIDUAL_MODES, RESIDUAL_MODES[:2]),
     UnitSpec("nvfp4", "nvfp4", "hwgen.nvfp4:NVFP4DotUnit", RESIDUAL_MODES[:1],
-             RESIDUAL_MODES[:1]),
+             RESIDUAL_MODES[:1], accums=ACCUMS),
     UnitSpec("hif4_quant", "hif4", "hwgen.encoder:HiF4QuantUnit", RESIDUAL_MODES,
-             RESIDUAL_MODES[:2], "encoder"),
+             RESIDUAL_MODES[:2], "encoder", ()),
     UnitSpec("mxfp4_quant", "mxfp4", "hwgen.encoder:MXFP4QuantUnit", RESIDUAL_MODES,
-             RESIDUAL_MODES[:2], "encoder"),
+             RESIDUAL_MODES[:2], "encoder", ()),
     UnitSpec("nvfp4_quant", "nvfp4", "hwgen.encoder:NVFP4QuantUnit", RESIDUAL_MODES[:1],
-             RESIDUAL_MODES[:1], "encoder"),
+             RESIDUAL_MODES[:1], "encoder", ()),
 )}
 
 
@@ -95,8 +107,14 @@ def residuals_of(name):
     return unit_spec(name).residuals
 
 
-def check_params(unit, residual, stages, lanes):
-    """Raise ``ValueError`` with a one-line message unless the parameters are valid."""
+def accums_of(name):
+    """Accumulator back ends unit ``name`` can be built with (none for an encoder)."""
+    return unit_spec(name).accums
+
+
+def check_params(unit, residual, stages, lanes, accum=None):
+    """Raise ``ValueError`` with a one-line message unless the parameters are valid
+    (``accum`` None: not checked; an encoder takes none)."""
     spec = unit_spec(unit)
     if residual not in spec.residuals:
         raise ValueError(f"Residual mode of {unit} must be one of {', '.join(spec.residuals)}, "
@@ -107,28 +125,39 @@ def check_params(unit, residual, stages, lanes):
     if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes not in LANES:
         raise ValueError(f"Lane count must be one of {', '.join(map(str, LANES))}, "
                          f"not {lanes!r}")
+    if accum is not None and accum not in spec.accums:
+        if not spec.accums:
+            raise ValueError(f"{unit} is an encoder and has no accumulator: drop the "
+                             f"accumulator back end ({accum!r})")
+        raise ValueError(f"Accumulator back end of {unit} must be one of "
+                         f"{', '.join(spec.accums)}, not {accum!r}")
 
 
-def resolve(unit, residual=None, stages=None, lanes=None):
-    """``{"residual", "stages", "lanes"}`` completed from ``DEFAULTS`` and checked."""
+def resolve(unit, residual=None, stages=None, lanes=None, accum=None):
+    """``{"residual", "stages", "lanes"}`` and, for a dot unit, ``"accum"``, completed from
+    ``DEFAULTS`` and checked."""
     given = {"residual": residual, "stages": stages, "lanes": lanes}
+    if unit_spec(unit).kind == "dot" or accum is not None:
+        given["accum"] = accum
     full = {k: DEFAULTS[k] if v is None else v for k, v in given.items()}
     check_params(unit, **full)
     return full
 
 
-def module_name(unit, residual, stages, lanes):
-    """Verilog module name, e.g. ``hif4_dot_r24_s3_l64`` (a dot unit) or
+def module_name(unit, residual, stages, lanes, accum=DEFAULTS["accum"]):
+    """Verilog module name, e.g. ``hif4_dot_r24_s3_l64`` (a dot unit),
+    ``hif4_dot_r24_s3_l64_bnd`` (with the bounded back end, ``ACCUM_TAGS``) or
     ``hif4_quant_r24_s3_l64`` (an encoder)."""
     infix = "_dot" if unit_spec(unit).kind == "dot" else ""
-    return f"{unit}{infix}_{RESIDUAL_TAGS[residual]}_s{stages}_l{lanes}"
+    return f"{unit}{infix}_{RESIDUAL_TAGS[residual]}_s{stages}_l{lanes}{ACCUM_TAGS[accum]}"
 
 
 def parse_module_name(name):
-    """Inverse of :func:`module_name`: ``(unit, residual, stages, lanes)``, or None."""
+    """Inverse of :func:`module_name`: ``(unit, residual, stages, lanes, accum)``, or None."""
     for cfg in all_configs():
-        if module_name(*cfg) == name:
-            return cfg
+        for accum in unit_spec(cfg[0]).accums or (DEFAULTS["accum"],):
+            if module_name(*cfg, accum) == name:
+                return (*cfg, accum)
     return None
 
 
@@ -181,6 +210,8 @@ def all_configs(kind=None):
 
 
 def standard_set(kind=None):
-    """``[(unit, {"residual", "stages", "lanes"}), ...]`` of ``hif4 generate --all`` (every
-    kind), or of the units of ``kind``."""
-    return [(u.name, resolve(u.name, residual=r)) for u in _units(kind) for r in u.standard]
+    """``[(unit, {"residual", "stages", "lanes"[, "accum"]}), ...]`` of ``hif4 generate
+    --all`` (every kind), or of the units of ``kind``: each unit's standard residual modes
+    at the default stages and lanes, a dot unit's with each of its accumulator back ends."""
+    return [(u.name, resolve(u.name, residual=r, accum=a)) for u in _units(kind)
+            for r in u.standard for a in (u.accums or (None,))]

@@ -306,6 +306,10 @@ class ExactAdd(wiring.Component):
             m.d.comb += self.word.eq(rnd.word)
         return m
 
+    def describe(self):
+        """The back end, the terms and the window geometry (:meth:`AccumSpec.describe`)."""
+        return {"accum": "window", **self._spec.describe()}
+
     def parts(self):
         """:class:`Align` (sub-block ``align``), :class:`Round` (``round``) and the special
         cases (``special``: two 8-bit compares, two 32-bit choices) (:mod:`hwgen.parts`)."""
@@ -321,6 +325,11 @@ class Accumulator(wiring.Component):
     ----------
     terms : iterable of TermSpec
         The exact terms one step delivers.
+    make_add : callable, optional
+        ``make_add()`` builds the combinational adder of the loop: a component with the
+        ports and the contract of :class:`ExactAdd` and its ``parts()`` and ``describe()``
+        (default: ``ExactAdd(AccumSpec(terms))``; :func:`hwgen.backend.make_adder` picks a
+        registered back end).
 
     Members
     -------
@@ -334,8 +343,9 @@ class Accumulator(wiring.Component):
 
     kind = "accumulator"
 
-    def __init__(self, terms):
+    def __init__(self, terms, make_add=None):
         self._spec = AccumSpec(terms)
+        self._make_add = make_add or (lambda: ExactAdd(self._spec))
         super().__init__({"i": In(stream.Signature(accum_layout(self._spec.terms))),
                           "o": Out(stream.Signature(32))})
 
@@ -343,9 +353,14 @@ class Accumulator(wiring.Component):
     def spec(self):
         return self._spec
 
+    def describe(self):
+        """The adder's description (``describe()``), as the manifest's ``acc`` stage
+        records it."""
+        return probe(self._make_add()).describe()
+
     def elaborate(self, platform):
         m = Module()
-        m.submodules.add = add = ExactAdd(self._spec)
+        m.submodules.add = add = self._make_add()
         acc = Signal(32)
         m.d.comb += [add.acc.eq(acc), add.step.eq(self.i.payload),
                      self.o.payload.eq(acc),
@@ -357,6 +372,6 @@ class Accumulator(wiring.Component):
         return m
 
     def parts(self):
-        """:class:`ExactAdd`'s parts and the accumulator register with ``o.valid`` (sub-block
+        """The adder's parts and the accumulator register with ``o.valid`` (sub-block
         ``reg``) (:mod:`hwgen.parts`)."""
-        return probe(ExactAdd(self._spec)).parts() + within("reg", [Part("reg", (33,))])
+        return probe(self._make_add()).parts() + within("reg", [Part("reg", (33,))])

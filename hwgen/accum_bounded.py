@@ -47,6 +47,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .accum import NAN_WORD, AccumSpec, TermSpec, accum_layout, leading_zeros, round_to_word
+from .parts import Part, probe, within
 
 __all__ = ["BoundedSpec", "PreAdd", "Decode", "SwapAlign", "AddSub", "RoundAt",
            "BoundedAdd"]
@@ -113,6 +114,16 @@ class BoundedSpec:
         hi = max(105 + 23, field_top - t.bias + t.sig_bits) + self.window + 160
         self.exp_bits = _signed_bits(lo, hi)
 
+    def describe(self):
+        """The back end, the terms as given, the pre-add bound and the window geometry, as
+        the manifest's ``acc`` stage records them."""
+        terms = self.accum.describe()["terms"]
+        out = {"accum": "bounded", "terms": terms, "window_bits": self.window,
+               "significand_bits": self.sig, "exponent_bits": self.exp_bits}
+        if len(terms) == 2:
+            out.update(max_exp_diff=self.max_exp_diff, preadd_bits=self.term.sig_bits)
+        return out
+
 
 class PreAdd(wiring.Component):
     """Two terms whose exponent fields differ by at most ``D`` as one exact term at the
@@ -153,6 +164,16 @@ class PreAdd(wiring.Component):
         m.d.comb += [hi.eq(Mux(first_hi, s1, s2)), lo.eq(Mux(first_hi, s2, s1))]
         m.d.comb += [self.sig.eq((hi << shift) + lo), self.exp.eq(Mux(first_hi, e2, e1))]
         return m
+
+    def parts(self):
+        """The exponent compare and difference, the choice of the higher term, its shift by
+        0..D, the sum and the exponent choice (:mod:`hwgen.parts`)."""
+        b = self._b
+        t1, t2 = b.accum.terms
+        s, e = max(t1.sig_bits, t2.sig_bits), t1.exp_bits
+        return [Part("cmp", (e,)), Part("add", (e,), 2), Part("mux", (2, s), 2),
+                Part("shl", (s, b.max_exp_diff + 1)), Part("add", (b.term.sig_bits,)),
+                Part("mux", (2, e))]
 
 
 class Decode(wiring.Component):
@@ -201,6 +222,14 @@ class Decode(wiring.Component):
                          getattr(self, f"{pre}_zero").eq(mag == 0),
                          getattr(self, f"{pre}_neg").eq(neg)]
         return m
+
+    def parts(self):
+        """The term's absolute value, both operands' leading-zero counts and normalising
+        shifts and their top-exponent adds (:mod:`hwgen.parts`)."""
+        b = self._b
+        M, E = b.sig, b.exp_bits
+        return [Part("neg", (b.term.sig_bits,)), Part("lzc", (M,), 2),
+                Part("shl", (M, M), 2), Part("add", (E,), 4)]
 
 
 class SwapAlign(wiring.Component):
@@ -260,6 +289,14 @@ class SwapAlign(wiring.Component):
                      self.base.eq(big_top - (N - 1))]
         return m
 
+    def parts(self):
+        """The top-exponent compare, the operand swap, the distance, the jamming right
+        shift of the smaller operand and the window base (:mod:`hwgen.parts`)."""
+        b = self._b
+        M, N, E = b.sig, b.window, b.exp_bits
+        return [Part("cmp", (E,)), Part("mux", (2, M), 2), Part("mux", (2, E), 2),
+                Part("add", (E + 1,)), Part("shr", (N, N + 1)), Part("add", (E,))]
+
 
 class AddSub(wiring.Component):
     """The window sum ``+-big +- small`` as a sign and an ``N + 1``-bit magnitude.
@@ -290,6 +327,12 @@ class AddSub(wiring.Component):
         with m.Else():
             m.d.comb += [self.mag.eq(diff), self.neg.eq(self.big_neg)]
         return m
+
+    def parts(self):
+        """The sum, the difference, its negation and the choice (:mod:`hwgen.parts`)."""
+        N = self._n
+        return [Part("add", (N + 1,)), Part("add", (N + 2,)), Part("neg", (N + 2,)),
+                Part("mux", (2, N + 1))]
 
 
 class RoundAt(wiring.Component):
@@ -338,6 +381,14 @@ class RoundAt(wiring.Component):
         round_to_word(m, mant, guard, sticky, exp_pre, self.mag == 0, self.neg, self.word)
         return m
 
+    def parts(self):
+        """Leading-zero count and normalising shift, the subnormal right shift, the 25-bit
+        RNE increment, the exponent adds and the word's three 32-bit choices
+        (:mod:`hwgen.parts`)."""
+        W, E = self._w, self._e
+        return [Part("norm", (W,)), Part("shr", (W, W + 3)), Part("add", (25,)),
+                Part("add", (E + 2,), 3), Part("mux", (2, 32), 3)]
+
 
 class BoundedAdd(wiring.Component):
     """One accumulation, the interface and contract of :class:`hwgen.accum.ExactAdd`: a
@@ -358,6 +409,23 @@ class BoundedAdd(wiring.Component):
     @property
     def bspec(self):
         return self._b
+
+    def describe(self):
+        """:meth:`BoundedSpec.describe`."""
+        return self._b.describe()
+
+    def parts(self):
+        """:class:`PreAdd` (sub-block ``preadd``, two terms only), :class:`Decode`
+        (``decode``), :class:`SwapAlign` (``align``), :class:`AddSub` (``addsub``),
+        :class:`RoundAt` (``round``) and the special cases (``special``: two 8-bit
+        compares, two 32-bit choices) (:mod:`hwgen.parts`)."""
+        b = self._b
+        out = within("preadd", probe(PreAdd(b)).parts()) if len(b.accum.terms) == 2 else []
+        return (out + within("decode", probe(Decode(b)).parts())
+                + within("align", probe(SwapAlign(b)).parts())
+                + within("addsub", probe(AddSub(b)).parts())
+                + within("round", probe(RoundAt(b.window + 1, b.exp_bits)).parts())
+                + within("special", [Part("cmp", (8,), 2), Part("mux", (2, 32), 2)]))
 
     def elaborate(self, platform):
         m = Module()

@@ -311,6 +311,7 @@ class HiF4DotUnit(DotUnit):
 
     unit = "hif4"
     _front_reg = "sums_reg"
+    _max_exp_diff = MAX_TERM_EXP_DIFF
 
     def _terms(self):
         terms = [TermSpec("main", _sum_bits(64, 4) + 6, 7, TERM_BIAS, exp_max=126)]

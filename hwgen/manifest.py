@@ -6,7 +6,8 @@ Keys (sorted, 2-space indent, trailing newline; deterministic):
 ``unit``          unit name (``hif4``, ``mxfp4``, ``nvfp4``; the encoders ``hif4_quant``,
                   ``mxfp4_quant``, ``nvfp4_quant``).
 ``kind``          ``"dot"`` or ``"encoder"`` (``hif4spec.KINDS``).
-``parameters``    ``{"residual", "stages", "lanes"}``.
+``parameters``    ``{"residual", "stages", "lanes"}`` and, for a dot unit, ``"accum"`` (its
+                  accumulator back end, ``hif4spec.ACCUMS``).
 ``ports``         ``[{"name", "direction", "width"}]`` in Verilog port order
                   (``clk``, ``rst``, ``i__valid``, ``i__ready``, ``i__payload``,
                   ``o__valid``, ``o__ready``, ``o__payload``).
@@ -90,6 +91,13 @@ def _ports(unit):
     ]
 
 
+def _parameters(unit):
+    out = {"residual": unit.residual, "stages": unit.stages, "lanes": unit.lanes}
+    if unit_spec(unit.unit).kind == "dot":
+        out["accum"] = unit.accum
+    return out
+
+
 def manifest(unit):
     """The manifest of ``unit`` as a dict (see the module docstring)."""
     payload = {}
@@ -99,7 +107,7 @@ def manifest(unit):
         "module": unit.module_name,
         "unit": unit.unit,
         "kind": unit_spec(unit.unit).kind,
-        "parameters": {"residual": unit.residual, "stages": unit.stages, "lanes": unit.lanes},
+        "parameters": _parameters(unit),
         "ports": _ports(unit),
         "payload": payload,
         "output": _output(unit),

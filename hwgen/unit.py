@@ -3,7 +3,7 @@
 :class:`DotUnit` checks the parameters against the registry (:mod:`hif4spec.units`), builds
 the input payload from the step layouts (:func:`hwgen.layouts.payload_layout`), chains the
 common pipeline plan and exposes what :mod:`hwgen.manifest`, the registry and the tests
-read: ``residual``, ``stages``, ``lanes``, ``payload_layout``, ``terms``, ``ii``,
+read: ``residual``, ``stages``, ``lanes``, ``accum``, ``payload_layout``, ``terms``, ``ii``,
 ``latency``, ``module_name`` and ``timing``. :func:`adder_tree` is the one adder tree of the
 front ends.
 """
@@ -14,7 +14,8 @@ from amaranth.lib.wiring import In, Out
 
 from hif4spec import STEP_ELEMS, check_params, module_name, residuals_of
 
-from .accum import AccumSpec, Accumulator, accum_layout
+from .accum import Accumulator, accum_layout
+from .backend import make_adder
 from .layouts import payload_layout
 from .parts import entries, probe
 from .stream import Map, Register, Sequencer, chain
@@ -65,6 +66,8 @@ class DotUnit(wiring.Component):
     lanes : int
         Element products per cycle (``hif4spec.LANES``); a step takes ``64 // lanes``
         cycles.
+    accum : str
+        The accumulator back end (``hif4spec.accums_of(unit)``, :mod:`hwgen.backend`).
 
     Members
     -------
@@ -84,7 +87,9 @@ class DotUnit(wiring.Component):
     A format's unit sets ``unit`` (its registry name) and implements ``_terms()`` (the
     :class:`hwgen.accum.TermSpec` list), ``_sum_fields()`` and ``_front(m, payload, index,
     out)`` (one slice: a :class:`hwgen.stream.Sequencer` build function); it may override
-    ``_front_layout()`` and set ``_form``.
+    ``_front_layout()`` and set ``_form``; a unit with two terms whose exponent fields
+    never differ by more than a bound sets ``_max_exp_diff`` (the bounded back end pre-adds
+    them).
     """
 
     unit = None
@@ -92,8 +97,10 @@ class DotUnit(wiring.Component):
     _front_reg = "front_reg"
     #: ``form(m, front_payload, terms_payload)`` of the ``terms`` stage, or None.
     _form = None
+    #: Bound on the difference of two terms' exponent fields, or None.
+    _max_exp_diff = None
 
-    def __init__(self, *, residual="none", stages=3, lanes=64):
+    def __init__(self, *, residual="none", stages=3, lanes=64, accum="window"):
         allowed = residuals_of(self.unit)
         if residual not in allowed:
             if allowed == ("none",):
@@ -101,8 +108,9 @@ class DotUnit(wiring.Component):
                                  f"be 'none', not {residual!r}")
             raise ValueError(f"Residual must be one of {', '.join(map(repr, allowed))}, "
                              f"not {residual!r}")
-        check_params(self.unit, residual, stages, lanes)
+        check_params(self.unit, residual, stages, lanes, accum)
         self._residual, self._stages, self._lanes = residual, stages, lanes
+        self._accum = accum
         self._payload = payload_layout(self.unit, residual)
         self._term_specs = tuple(self._terms())
         super().__init__({"i": In(stream.Signature(self._payload)),
@@ -111,6 +119,7 @@ class DotUnit(wiring.Component):
     residual = property(lambda self: self._residual)
     stages = property(lambda self: self._stages)
     lanes = property(lambda self: self._lanes)
+    accum = property(lambda self: self._accum)
     payload_layout = property(lambda self: self._payload)
     terms = property(lambda self: self._term_specs)
 
@@ -126,7 +135,7 @@ class DotUnit(wiring.Component):
 
     @property
     def module_name(self):
-        return module_name(self.unit, self._residual, self._stages, self._lanes)
+        return module_name(self.unit, self._residual, self._stages, self._lanes, self._accum)
 
     @property
     def timing(self):
@@ -177,10 +186,14 @@ class DotUnit(wiring.Component):
                          lambda: Map(front, terms, self._form, name="terms")))
         if self._stages >= 2:
             plan.append(("terms_reg", register, lambda: Register(terms)))
-        plan.append(("acc", {"kind": Accumulator.kind,
-                             **AccumSpec(self._term_specs).describe()},
-                     lambda: Accumulator(self._term_specs)))
+        acc = self._accumulator
+        plan.append(("acc", {"kind": Accumulator.kind, **probe(acc()).describe()}, acc))
         return plan
+
+    def _accumulator(self):
+        """The accumulator stage, with the unit's back end."""
+        return Accumulator(self._term_specs, lambda: make_adder(
+            self._accum, self._term_specs, self._max_exp_diff))
 
     def elaborate(self, platform):
         m = Module()

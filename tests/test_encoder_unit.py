@@ -28,12 +28,15 @@ def test_registry_kinds_and_names():
     assert {unit_spec(u).fmt for u in ENCODERS} == {"hif4", "mxfp4", "nvfp4"}
     assert module_name("hif4_quant", "2:4", 3, 64) == "hif4_quant_r24_s3_l64"
     assert module_name("hif4", "2:4", 3, 64) == "hif4_dot_r24_s3_l64"
+    assert module_name("hif4", "2:4", 3, 64, "bounded") == "hif4_dot_r24_s3_l64_bnd"
     for cfg in all_configs():
-        assert parse_module_name(module_name(*cfg)) == cfg
+        for accum in unit_spec(cfg[0]).accums or ("window",):
+            assert parse_module_name(module_name(*cfg, accum)) == (*cfg, accum)
+    assert parse_module_name("hif4_dot_r24_s3_l64_window") is None
     assert len(all_configs("encoder")) == 7 * len(STAGES) * len(LANES)
     std = [(u, p["residual"]) for u, p in standard_set()]
-    assert len(std) == 10
-    assert std[5:] == [("hif4_quant", "none"), ("hif4_quant", "2:4"), ("mxfp4_quant", "none"),
+    assert len(std) == 13
+    assert std[8:] == [("hif4_quant", "none"), ("hif4_quant", "2:4"), ("mxfp4_quant", "none"),
                        ("mxfp4_quant", "2:4"), ("nvfp4_quant", "none")]
     with pytest.raises(ValueError, match="kind"):
         units_of_kind("decoder")

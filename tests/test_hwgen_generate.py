@@ -39,7 +39,7 @@ def test_generated_text_is_portable(regenerated):
 def test_manifest_of_the_2_4_unit():
     m = json.loads((RTL / "hif4_dot_r24_s3_l64.json").read_text())
     assert m["module"] == "hif4_dot_r24_s3_l64" and m["unit"] == "hif4"
-    assert m["parameters"] == {"residual": "2:4", "stages": 3, "lanes": 64}
+    assert m["parameters"] == {"residual": "2:4", "stages": 3, "lanes": 64, "accum": "window"}
     assert m["payload"] == {"a": {"offset": 0, "width": 288}, "w": {"offset": 288, "width": 288},
                             "r": {"offset": 576, "width": 224},
                             "first": {"offset": 800, "width": 1},

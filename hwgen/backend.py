@@ -1,0 +1,34 @@
+"""The accumulator back ends a dot unit can be built with (``hif4spec.ACCUMS``).
+
+:func:`make_adder` builds the combinational ``acc + step`` adder of a unit's accumulator
+loop for a back end name: ``"window"``, :class:`hwgen.accum.ExactAdd` (every bit of every
+term in one fixed-point window, the reference) or ``"bounded"``,
+:class:`hwgen.accum_bounded.BoundedAdd` (a window a little wider than one term; two terms
+whose exponents differ by at most a known bound are pre-added). Both keep spec section 7
+bit for bit.
+"""
+
+from hif4spec import ACCUMS
+
+from .accum import AccumSpec, ExactAdd
+from .accum_bounded import BoundedAdd
+
+__all__ = ["make_adder"]
+
+_ADDERS = {
+    "window": lambda terms, max_exp_diff: ExactAdd(AccumSpec(terms)),
+    "bounded": lambda terms, max_exp_diff: BoundedAdd(
+        terms, max_exp_diff if len(terms) == 2 else None),
+}
+assert tuple(_ADDERS) == ACCUMS
+
+
+def make_adder(accum, terms, max_exp_diff=None):
+    """The adder of back end ``accum`` for ``terms``; ``max_exp_diff`` is the front end's
+    bound on two terms' exponent difference (used by ``"bounded"``)."""
+    try:
+        make = _ADDERS[accum]
+    except KeyError:
+        raise ValueError(f"Accumulator back end must be one of {', '.join(ACCUMS)}, "
+                         f"not {accum!r}") from None
+    return make(terms, max_exp_diff)
