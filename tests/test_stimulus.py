@@ -1,9 +1,13 @@
 """The stimulus library (``sim.stimulus``) without a simulator: field shapes and ranges from
 ``hif4spec``, payload words against the golden model's step packer, the hand-derived words
-and how they travel through concatenation into a bench stream."""
+and how they travel through concatenation into a bench stream, and the adversarial K-loops
+of the named cases checked against the situation each one names."""
+
+from fractions import Fraction
 
 import numpy as np
 import pytest
+from conftest import NZERO, PZERO, rne_f32, word_value
 
 from hif4spec import STEP_LAYOUTS, payload_fields, residual_layout, units_of_kind
 from sim import dot
@@ -101,3 +105,89 @@ def test_take_and_concat_keep_the_words_of_the_kept_steps():
     cut = take(both, n0 + 1)
     assert cut["expect"] == {k: v for k, v in both["expect"].items() if k <= n0}
     assert cut["last"][-1]
+
+
+#: The adversarial K-loops every dot unit's named cases hold; opposite_terms_far_below only
+#: where a step has two or more terms (all but HiF4 without a residual).
+LOOPS = ("cancel_to_zero_then_tiny", "tie_far_below", "opposite_terms_far_below",
+         "cancel_but_rounding_error")
+#: Binades from the half ulp of tie_far_below down to the contribution deciding it: 40 or
+#: more, except where the format cannot: one HiF4 term spans 22 bits, NVFP4 steps lie
+#: between 2**-20 and 2**29.
+TIE_DEPTH = {("hif4", "none"): 21, ("nvfp4", "none"): 24}
+
+
+def _ulp(word):
+    """The ulp of a finite FP32 word."""
+    return Fraction(2) ** (max((int(word) >> 23) & 0xFF, 1) - 150)
+
+
+def _off_tie(x, u):
+    """``(tie, x - tie)``: the odd multiple of u/2 nearest to ``x``."""
+    tie = (Fraction(x) / u).__floor__() * u + u / 2
+    return tie, x - tie
+
+
+@pytest.mark.parametrize("unit, residual", PAIRS)
+def test_adversarial_loops_hit_their_situation(unit, residual):
+    """Each adversarial K-loop of the named cases takes the golden accumulator through the
+    situation it is named for, so an edit of the cases cannot quietly lose it."""
+    cases = dict(named_cases(unit, residual))
+    names = [n for n in LOOPS if n != "opposite_terms_far_below" or
+             (unit, residual) != ("hif4", "none")]
+    assert [n for n in cases if n in LOOPS] == names
+    for name in names:
+        s = cases[name]
+        n = len(s["first"])
+        assert 2 <= n <= 4, name
+        assert s["first"].tolist() == [True] + [False] * (n - 1)
+        assert s["last"].tolist() == [False] * (n - 1) + [True]
+        words = dot.run_steps(unit, s["a"], s["w"], s["first"], r=s["r"],
+                              residual=residual).tolist()
+        vals = dot.step_value(unit, s["a"], s["w"], s["r"], residual)
+        acc = [word_value(x) for x in words]
+        exact = [prev + v for prev, v in zip([Fraction(0)] + acc, vals)]
+        assert words == [rne_f32(x) for x in exact], name      # one rounding per step
+
+        if name == "cancel_to_zero_then_tiny":
+            assert PZERO in words           # exact cancellation of a large sum: +0
+            k = words.index(PZERO)
+            assert k > 0 and sum(vals[:k + 1]) == 0 and abs(acc[k - 1]) > 2 ** 28
+            tiny = vals[k + 1:]             # then steps 40+ binades below, not lost
+            assert tiny and all(0 < abs(v) < abs(acc[k - 1]) * Fraction(2) ** -40
+                                for v in tiny)
+            assert acc[k + 1] != 0
+            if unit == "mxfp4":             # a nonzero sum rounding to zero keeps its sign
+                assert exact[-1] < 0 and words[-1] == NZERO
+            else:
+                assert acc[-1] == sum(tiny) != 0
+
+        elif name == "tie_far_below":       # a tie in the large part, decided far below
+            u, depth = _ulp(words[-2]), TIE_DEPTH.get((unit, residual), 40)
+            tie, below = _off_tie(exact[-1], u)
+            assert below != 0 and abs(below) <= u / 2 * Fraction(2) ** -depth
+            assert rne_f32(tie) != words[-1]
+
+        elif name == "opposite_terms_far_below":
+            P, E, _ = dot.step_terms(unit, s["a"], s["w"], s["r"], residual)
+            terms = [Fraction(int(p)) * Fraction(2) ** int(e) for p, e in zip(P[-1], E[-1])
+                     if p]
+            assert len(terms) == 2
+            (t1, t2), a = terms, acc[-2]
+            assert t1 * t2 < 0 and max(abs(t1), abs(t2)) < abs(a) * Fraction(2) ** -20
+            # only their exact sum gives the word: not either alone, not one after the other
+            others = [rne_f32(a + t1), rne_f32(a + t2),
+                      rne_f32(word_value(rne_f32(a + t1)) + t2),
+                      rne_f32(word_value(rne_f32(a + t2)) + t1)]
+            assert words[-1] not in others, [hex(x) for x in others]
+            u = _ulp(words[-2])             # and that sum is a tie but for 10+ binades below
+            tie, below = _off_tie(exact[-1], u)
+            assert below != 0 and abs(below) <= u / 2 * Fraction(2) ** -10
+            assert rne_f32(tie) != words[-1]
+
+        else:                               # cancel_but_rounding_error
+            inexact = [i for i in range(n) if acc[i] != exact[i]]
+            assert len(inexact) == 1 and inexact[0] < n - 1
+            j = inexact[0]                  # acc = RNE(x), then -x exactly: the error is left
+            assert sum(vals) == 0
+            assert acc[-1] == acc[j] - exact[j] != 0

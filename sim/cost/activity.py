@@ -43,8 +43,8 @@ import numpy as np
 from .netlist import bit_name
 
 __all__ = ["WRAPPER", "BUILD_ROOT", "ActivityError", "Port", "module_ports", "wrapper_verilog",
-           "harness_cpp", "build", "Activity", "simulate", "parse_coverage", "lint", "GateSim",
-           "simulate_gates"]
+           "harness_cpp", "build", "verilate", "Activity", "simulate", "parse_coverage", "lint",
+           "GateSim", "simulate_gates"]
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_ROOT = REPO / "build" / "energy"
@@ -231,45 +231,55 @@ def build(netlist_verilog, top, *, build_root=BUILD_ROOT, log=None):
     ``(folder, ports)``; the executable is ``folder / "V" + WRAPPER``."""
     text = Path(netlist_verilog).read_text()
     ports = module_ports(text, top)
-    wrapper = wrapper_verilog(top, ports)
-    harness = harness_cpp(ports)
-    key = hashlib.sha256("\0".join([text, wrapper, harness, " ".join(VERILATOR_ARGS),
-                                    " ".join(_MAKE_OPT)]).encode()).hexdigest()[:16]
-    folder = Path(build_root) / f"{top}-{key}"
-    exe = folder / f"V{WRAPPER}"
-    if exe.is_file():
-        return folder, ports
+    sources = {"netlist.v": text, "wrapper.v": wrapper_verilog(top, ports),
+               "harness.cpp": harness_cpp(ports)}
+    return verilate(sources, WRAPPER, build_root, top), ports
+
+
+def verilate(sources, top, build_root, name, *, args=VERILATOR_ARGS, make_opts=_MAKE_OPT):
+    """Build Verilog and C++ ``sources`` (``{file name: text}``, one ``main`` among the C++)
+    with Verilator into the executable ``V<top>`` of the folder
+    ``build_root / "<name>-<hash>"``, the hash taken over the sources, ``args`` (Verilator's
+    arguments besides the files and the top module) and ``make_opts`` (make variables);
+    returns the folder, at once when it already holds the executable.
+
+    Any warning in the log fails the build; the log of a failed build is kept as
+    ``<name>-<hash>.failed.log`` and named in the :class:`ActivityError`.
+    """
+    key = hashlib.sha256("\0".join([*sources.values(), " ".join(args),
+                                    " ".join(make_opts)]).encode()).hexdigest()[:16]
+    build_root = Path(build_root)
+    folder = build_root / f"{name}-{key}"
+    if (folder / f"V{top}").is_file():
+        return folder
     env = _env()
-    Path(build_root).mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{top}-", dir=build_root))
-    (work / "wrapper.v").write_text(wrapper)
-    (work / "harness.cpp").write_text(harness)
-    shutil.copyfile(netlist_verilog, work / "netlist.v")
+    build_root.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=build_root))
+    for fname, text in sources.items():
+        (work / fname).write_text(text)
     logf = work / "build.log"
-    cmd = (["verilator", *VERILATOR_ARGS, "--top-module", WRAPPER, "-Mdir", "obj",
-            "wrapper.v", "netlist.v", "harness.cpp"])
-    make = (["make", "-C", "obj", "-f", f"V{WRAPPER}.mk", "-j", str(min(2, os.cpu_count() or 1)),
-             "VK_PCH_I_FAST=", "VK_PCH_I_SLOW=", *_MAKE_OPT])
+    kept = build_root / f"{name}-{key}.failed.log"
+    cmd = ["verilator", *args, "--top-module", top, "-Mdir", "obj", *sources]
+    make = (["make", "-C", "obj", "-f", f"V{top}.mk", "-j", str(min(2, os.cpu_count() or 1)),
+             "VK_PCH_I_FAST=", "VK_PCH_I_SLOW=", *make_opts])
     with open(logf, "w") as handle:
         for step in (cmd, make):
             proc = subprocess.run(step, cwd=work, env=env, stdout=handle,
                                   stderr=subprocess.STDOUT)
             if proc.returncode != 0:
-                kept = Path(build_root) / f"{top}-{key}.failed.log"
                 shutil.copyfile(logf, kept)
                 shutil.rmtree(work, ignore_errors=True)
-                raise ActivityError(f"Verilator build of {top} failed; see {kept}")
+                raise ActivityError(f"Verilator build of {name} failed; see {kept}")
     if "%Warning" in logf.read_text():
-        kept = Path(build_root) / f"{top}-{key}.failed.log"
         shutil.copyfile(logf, kept)
-        raise ActivityError(f"Verilator warned on {top}; see {kept}")
-    shutil.move(str(work / "obj" / f"V{WRAPPER}"), str(work / f"V{WRAPPER}"))
+        raise ActivityError(f"Verilator warned on {name}; see {kept}")
+    shutil.move(str(work / "obj" / f"V{top}"), str(work / f"V{top}"))
     shutil.rmtree(work / "obj")
     try:
         os.replace(work, folder)
     except OSError:                       # built meanwhile by another process
         shutil.rmtree(work, ignore_errors=True)
-    return folder, ports
+    return folder
 
 
 _COV_LINE = re.compile(r"^C '(.*)' (\d+)$")

@@ -9,7 +9,9 @@ cycle-model checks, built on the step layouts and unit registry of ``hif4spec``.
 - :mod:`sim.stimulus.cases`: the named cases the benches run (the hand-checked streams and
   edge cases) and the exhaustive scale and element pair streams;
 - :mod:`sim.stimulus.payload`: unit payload words (manifest offsets, else
-  ``hif4spec.payload_fields``) and the golden words a unit emits (``sim.dot.run_steps``).
+  ``hif4spec.payload_fields``) and the golden words a unit emits (``sim.dot.run_steps``);
+- :mod:`sim.stimulus.accum`: random and adversarial steps of the exact accumulator back ends
+  (an accumulator word and one or two exact terms) and their golden words.
 """
 
 from .cases import edge_cases, element_pair_stream, named_cases, scale_pair_stream

@@ -1,0 +1,300 @@
+"""Equivalence of the two exact accumulator back ends over a million steps per unit: the
+bounded window (:class:`hwgen.accum_bounded.BoundedAdd`) against the full window
+(:class:`hwgen.accum.ExactAdd`) word for word in Verilator, and both against the golden
+model (:func:`sim.dot.accumulate`).
+
+Usage::
+
+    python benchmarks/accum_equivalence.py [--steps N] [--unit UNIT ...] [--seed S]
+
+Units: ``hif4`` (HiF4 without residual, one term), ``hif4_24`` and ``hif4_dense`` (HiF4 with
+a residual: two terms pre-added, exponent fields at most
+:data:`hwgen.hif4.MAX_TERM_EXP_DIFF` apart), ``nvfp4`` (one term); all four by default. The
+steps are :func:`sim.stimulus.accum.accum_steps` (random, and the adversarial classes listed
+there), ``N`` per unit (default 1,000,000).
+
+Per unit one Verilog module (:class:`Pair`) feeds the same ``acc`` and ``step`` into both
+back ends; Verilator builds it with a C++ harness that reads a file of steps and writes both
+words of each, into ``build/accum_equiv/<unit>/`` (cached by the hash of the sources, so a
+rerun skips the build; a first build takes about 10 s per unit on two cores).
+
+Printed: per unit the steps, the mismatches bounded vs window and of each vs golden, and the
+wall times (build, stimulus and golden words, simulation); then the steps of each class and
+how many golden words are +-0, subnormal, +-Inf and NaN. Progress goes to stderr. Exit
+status 1 on any mismatch, after the first mismatching steps in hex; 2 on bad arguments.
+"""
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+from amaranth.back import verilog  # noqa: E402
+from amaranth.hdl import Module, UnusedElaboratable  # noqa: E402
+from amaranth.lib import wiring  # noqa: E402
+from amaranth.lib.wiring import In, Out  # noqa: E402
+
+from hwgen.accum import AccumSpec, ExactAdd, accum_layout  # noqa: E402
+from hwgen.accum_bounded import BoundedAdd  # noqa: E402
+from hwgen.hif4 import MAX_TERM_EXP_DIFF, HiF4DotUnit  # noqa: E402
+from hwgen.nvfp4 import term_specs as nvfp4_terms  # noqa: E402
+from sim.cli import _Parser  # noqa: E402
+from sim.cost.activity import ActivityError, verilate  # noqa: E402
+from sim.progress import Reporter  # noqa: E402
+from sim.stimulus.accum import CLASSES, accum_steps  # noqa: E402
+
+#: ``{unit: () -> (terms, max_exp_diff)}``.
+UNITS = {
+    "hif4": lambda: (list(HiF4DotUnit(residual="none").terms), None),
+    "hif4_24": lambda: (list(HiF4DotUnit(residual="2:4").terms), MAX_TERM_EXP_DIFF),
+    "hif4_dense": lambda: (list(HiF4DotUnit(residual="dense").terms), MAX_TERM_EXP_DIFF),
+    "nvfp4": lambda: (nvfp4_terms(), None),
+}
+BUILD_ROOT = ROOT / "build" / "accum_equiv"
+TOP = "accum_equiv"
+#: Verilator arguments and make variables of the build: the evaluation code optimized, the
+#: constructors not.
+VERILATOR_ARGS = ("--cc", "--exe", "-Wno-WIDTH", "--x-assign", "0", "--x-initial", "0")
+MAKE_OPTS = ("OPT_FAST=-O2", "OPT_SLOW=-O0", "OPT_GLOBAL=-O1")
+#: Steps per harness run (a progress update after each).
+CHUNK = 1 << 17
+#: Mismatching steps printed per unit.
+SHOW = 5
+
+HARNESS = f"""\
+// Vaccum_equiv STEPS OUT: STEPS holds three little-endian 32-bit words per step (acc, step
+// bits 0-31, step bits 32-63); OUT receives two per step (window word, bounded word).
+#include <cstdint>
+#include <cstdio>
+#include <vector>
+#include "V{TOP}.h"
+#include "verilated.h"
+
+int main(int argc, char** argv) {{
+  if (argc != 3) {{ std::fprintf(stderr, "usage: STEPS OUT\\n"); return 2; }}
+  FILE* fi = std::fopen(argv[1], "rb");
+  if (!fi) {{ std::perror(argv[1]); return 2; }}
+  std::vector<uint32_t> in;
+  uint32_t buf[3 << 12];
+  size_t got;
+  while ((got = std::fread(buf, 4, 3 << 12, fi)) > 0) in.insert(in.end(), buf, buf + got);
+  std::fclose(fi);
+  if (in.size() % 3) {{ std::fprintf(stderr, "bad steps file size\\n"); return 2; }}
+  const size_t n = in.size() / 3;
+  VerilatedContext ctx;
+  V{TOP}* top = new V{TOP}(&ctx);
+  std::vector<uint32_t> out(2 * n);
+  for (size_t i = 0; i < n; ++i) {{
+    top->acc = in[3 * i];
+    top->step = (uint64_t)in[3 * i + 1] | ((uint64_t)in[3 * i + 2] << 32);
+    top->eval();
+    out[2 * i] = top->window;
+    out[2 * i + 1] = top->bounded;
+  }}
+  FILE* fo = std::fopen(argv[2], "wb");
+  if (!fo || std::fwrite(out.data(), 4, out.size(), fo) != out.size()) {{
+    std::perror(argv[2]);
+    return 2;
+  }}
+  std::fclose(fo);
+  top->final();
+  delete top;
+  return 0;
+}}
+"""
+
+
+class Pair(wiring.Component):
+    """Both back ends on the same inputs.
+
+    Members
+    -------
+    acc : In(32)
+    step : In(accum_layout(terms))
+    window : Out(32)
+        :class:`hwgen.accum.ExactAdd`'s word.
+    bounded : Out(32)
+        :class:`hwgen.accum_bounded.BoundedAdd`'s word.
+    """
+
+    def __init__(self, terms, max_exp_diff=None):
+        self._terms, self._diff = list(terms), max_exp_diff
+        super().__init__({"acc": In(32), "step": In(accum_layout(self._terms)),
+                          "window": Out(32), "bounded": Out(32)})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.window = win = ExactAdd(AccumSpec(self._terms))
+        m.submodules.bounded = bnd = BoundedAdd(self._terms, self._diff)
+        for add, word in ((win, self.window), (bnd, self.bounded)):
+            m.d.comb += [add.acc.eq(self.acc), add.step.eq(self.step), word.eq(add.word)]
+        return m
+
+
+def build(unit, report=None):
+    """The folder of the unit's harness executable (built, or found in the cache);
+    ``report()`` is called about once a second while Verilator runs."""
+    terms, diff = UNITS[unit]()
+    if accum_layout(terms).size > 64:
+        raise ValueError(f"{unit}: the harness takes steps of at most 64 bits")
+    text = verilog.convert(Pair(terms, diff), name=TOP, emit_src=False)
+    sources = {f"{TOP}.v": text, "harness.cpp": HARNESS}
+    result = {}
+
+    def work():
+        try:
+            result["folder"] = verilate(sources, TOP, BUILD_ROOT / unit, TOP,
+                                        args=VERILATOR_ARGS, make_opts=MAKE_OPTS)
+        except BaseException as exc:        # re-raised in the caller's thread
+            result["error"] = exc
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    while thread.is_alive():
+        thread.join(1.0)
+        if report:
+            report()
+    if "error" in result:
+        raise result["error"]
+    return result["folder"]
+
+
+def simulate(folder, acc, words, report=None):
+    """``(window, bounded)`` words (uint32 arrays) of the harness in ``folder`` for the
+    accumulator words ``acc`` and step words ``words`` (uint64); ``report(done)`` after each
+    chunk."""
+    out = np.empty((len(acc), 2), dtype=np.uint32)
+    with tempfile.TemporaryDirectory(prefix="accum_equiv-") as tmp:
+        fin, fout = Path(tmp) / "steps.bin", Path(tmp) / "words.bin"
+        for lo in range(0, len(acc), CHUNK):
+            hi = min(lo + CHUNK, len(acc))
+            rec = np.empty((hi - lo, 3), dtype="<u4")
+            rec[:, 0] = acc[lo:hi]
+            rec[:, 1] = words[lo:hi] & np.uint64(0xFFFFFFFF)
+            rec[:, 2] = words[lo:hi] >> np.uint64(32)
+            rec.tofile(fin)
+            proc = subprocess.run([str(folder / f"V{TOP}"), str(fin), str(fout)],
+                                  capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise RuntimeError(f"the harness in {folder} failed: {proc.stderr.strip()}")
+            out[lo:hi] = np.fromfile(fout, dtype="<u4").reshape(-1, 2)
+            if report:
+                report(hi)
+    return out[:, 0], out[:, 1]
+
+
+def run_unit(unit, steps, seed, report=None):
+    """Build (cached) and run ``steps`` steps of ``unit``; returns a result dict:
+    ``steps``, ``bounded_vs_window``, ``window_vs_golden``, ``bounded_vs_golden``
+    (mismatch counts), ``classes`` (steps per class), ``results`` (golden words that are +-0,
+    subnormal, +-Inf, NaN), ``mismatches`` (lines for the first :data:`SHOW`), and the times
+    ``build_s``, ``stimulus_s``, ``sim_s``. ``report(done, what)`` follows the work."""
+    rep = report or (lambda done, what: None)
+    t0 = time.perf_counter()
+    folder = build(unit, lambda: rep(0, f"{unit}: Verilator build"))
+    t1 = time.perf_counter()
+    terms, diff = UNITS[unit]()
+    st = accum_steps(terms, steps, seed, diff)
+    words = st.pack((f.offset, f.width) for _, f in accum_layout(terms))
+    golden = st.golden()
+    t2 = time.perf_counter()
+    rep(0, f"{unit}: simulation")
+    window, bounded = simulate(folder, st.acc, words,
+                               lambda done: rep(done, f"{unit}: simulation"))
+    t3 = time.perf_counter()
+    bad = (window != bounded) | (window != golden) | (bounded != golden)
+    lines = []
+    for i in np.flatnonzero(bad)[:SHOW]:
+        fields = ", ".join(f"sig{j}={int(st.sig[i, j]):#x} exp{j}={int(st.exp[i, j]):#x}"
+                           for j in range(len(terms)))
+        lines.append(f"step {i} ({CLASSES[st.kind[i]]}): acc={int(st.acc[i]):#010x} "
+                     f"step={int(words[i]):#x} ({fields}, nan={int(st.nan[i])}, "
+                     f"first={int(st.first[i])}) window={int(window[i]):#010x} "
+                     f"bounded={int(bounded[i]):#010x} golden={int(golden[i]):#010x}")
+    mag = golden & 0x7FFFFFFF
+    return {
+        "steps": steps,
+        "bounded_vs_window": int((window != bounded).sum()),
+        "window_vs_golden": int((window != golden).sum()),
+        "bounded_vs_golden": int((bounded != golden).sum()),
+        "classes": st.counts(),
+        "results": {"+-0": int((mag == 0).sum()),
+                    "subnormal": int(((mag != 0) & (mag < 0x800000)).sum()),
+                    "+-Inf": int((mag == 0x7F800000).sum()),
+                    "NaN": int((mag > 0x7F800000).sum())},
+        "mismatches": lines,
+        "build_s": t1 - t0, "stimulus_s": t2 - t1, "sim_s": t3 - t2,
+    }
+
+
+def _steps(text):
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {n}")
+    return n
+
+
+def main(argv=None):
+    warnings.simplefilter("ignore", UnusedElaboratable)
+    ap = _Parser(prog="accum_equivalence.py",
+                 description=" ".join(__doc__.split("\n\n")[0].split()))
+    ap.add_argument("--steps", type=_steps, default=1_000_000, metavar="N",
+                    help="steps per unit (default 1000000)")
+    ap.add_argument("--unit", nargs="+", action="extend", choices=list(UNITS), metavar="UNIT",
+                    help=f"units to run: {', '.join(UNITS)} (default: all)")
+    ap.add_argument("--seed", type=int, default=1, help="stimulus seed (default 1)")
+    args = ap.parse_args(argv)
+    units = list(dict.fromkeys(args.unit or UNITS))
+    total = args.steps * len(units)
+    t0 = time.perf_counter()
+    progress = Reporter("accum equivalence", unit="step")
+    results = {}
+    print(f"bounded vs window back end: {args.steps:,} steps per unit, seed {args.seed}")
+    print(f"{'unit':<11} {'steps':>9} {'bounded!=window':>15} {'window!=golden':>14} "
+          f"{'bounded!=golden':>15} {'build s':>8} {'stim s':>7} {'sim s':>7}", flush=True)
+    try:
+        for k, unit in enumerate(units):
+            base = k * args.steps
+            r = run_unit(unit, args.steps, args.seed,
+                         lambda done, what: progress(base + done, total, what))
+            results[unit] = r
+            print(f"{unit:<11} {r['steps']:>9,} {r['bounded_vs_window']:>15,} "
+                  f"{r['window_vs_golden']:>14,} {r['bounded_vs_golden']:>15,} "
+                  f"{r['build_s']:>8.1f} {r['stimulus_s']:>7.1f} {r['sim_s']:>7.1f}",
+                  flush=True)
+    except (ActivityError, RuntimeError) as exc:
+        print(f"accum_equivalence.py: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        progress.close()
+    print(f"total {time.perf_counter() - t0:.1f} s\n")
+    print(f"{'steps per class':<17}" + "".join(f"{u:>11}" for u in units))
+    for c in CLASSES:
+        if any(c in r["classes"] for r in results.values()):
+            print(f"{c:<17}" + "".join(f"{results[u]['classes'].get(c, 0):>11,}"
+                                       for u in units))
+    print(f"{'golden results':<17}")
+    for what in next(iter(results.values()))["results"]:
+        print(f"{'  ' + what:<17}" + "".join(f"{results[u]['results'][what]:>11,}"
+                                             for u in units))
+    failed = [u for u in units if results[u]["mismatches"]]
+    for u in failed:
+        print(f"\n{u}: first mismatching steps")
+        for line in results[u]["mismatches"]:
+            print("  " + line)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,149 @@
+"""The bounded-vs-window equivalence run (``benchmarks/accum_equivalence.py``) and its
+stimulus (:func:`sim.stimulus.accum.accum_steps`).
+
+The default suite checks the stimulus itself, with the exact oracles of ``conftest``: the
+fields stay in range, two-term steps respect ``max_exp_diff``, every class is drawn and
+does what it claims (exact zeros, midpoints decided by the residual, cancelling residuals,
+opposite signs, leading ones one place apart, specials), and the benchmark refuses bad
+arguments in one line. The Verilator run of 20,000 steps per unit is ``slow`` (about a
+minute for the four builds, seconds once cached).
+"""
+
+import subprocess
+import sys
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import NAN_WORD, PINF, rne_f32, word_value
+
+from hwgen.hif4 import MAX_TERM_EXP_DIFF, HiF4DotUnit
+from hwgen.nvfp4 import term_specs as nvfp4_terms
+from sim.stimulus.accum import CLASSES, TWO_TERM_CLASSES, accum_steps
+
+REPO = Path(__file__).resolve().parents[1]
+BENCH = REPO / "benchmarks" / "accum_equivalence.py"
+UNITS = {
+    "hif4": lambda: (HiF4DotUnit(residual="none").terms, None),
+    "hif4_24": lambda: (HiF4DotUnit(residual="2:4").terms, MAX_TERM_EXP_DIFF),
+    "hif4_dense": lambda: (HiF4DotUnit(residual="dense").terms, MAX_TERM_EXP_DIFF),
+    "nvfp4": lambda: (nvfp4_terms(), None),
+}
+TINY = Fraction(1, 1 << 400)            # below every step's lowest bit
+
+
+def _steps(unit, n=20_000):
+    terms, diff = UNITS[unit]()
+    return terms, accum_steps(terms, n, seed=7, max_exp_diff=diff)
+
+
+def _value(st, i, j):
+    return Fraction(int(st.sig[i, j])) * Fraction(2) ** int(st.exp[i, j] - st.terms[j].bias)
+
+
+def _decided_tie(v, lower):
+    """Whether ``v`` lies halfway between two finite FP32 words and ``lower`` less than half
+    their distance away."""
+    down, up = rne_f32(v - TINY), rne_f32(v + TINY)
+    if not v or down == up or (up & 0x7FFFFFFF) >= PINF:
+        return False
+    return abs(lower) < abs(word_value(up) - word_value(down)) / 2
+
+
+def _of(st, name):
+    return np.flatnonzero(st.kind == CLASSES.index(name))
+
+
+@pytest.mark.parametrize("unit", sorted(UNITS))
+def test_fields_and_classes(unit):
+    terms, st = _steps(unit)
+    two = len(terms) == 2
+    for j, t in enumerate(terms):
+        assert ((st.exp[:, j] >= 0) & (st.exp[:, j] <= t.top_exp)).all()
+        half = 1 << (t.sig_bits - 1)
+        assert ((st.sig[:, j] >= -half) & (st.sig[:, j] < half)).all()
+    if two:
+        assert (np.abs(st.exp[:, 0] - st.exp[:, 1]) <= MAX_TERM_EXP_DIFF).all()
+    drawn = set(st.counts())
+    assert drawn == {c for c in CLASSES if two or c not in TWO_TERM_CLASSES}
+    assert min(st.counts().values()) > 200
+    again = accum_steps(terms, 20_000, seed=7, max_exp_diff=UNITS[unit]()[1])
+    assert (again.acc == st.acc).all() and (again.sig == st.sig).all()
+    g = st.golden()
+    assert (g == NAN_WORD).any() and ((g & 0x7FFFFFFF) == PINF).any() and (g == 0).any()
+
+
+@pytest.mark.parametrize("unit", sorted(UNITS))
+def test_adversarial_classes_hit(unit):
+    """Each class builds what it names (sampled, exact arithmetic)."""
+    terms, st = _steps(unit)
+    g = st.golden()
+    # zero_tiny: a cancellation to +0 exactly, then tiny nonzero words on acc = +-0.
+    zt = _of(st, "zero_tiny")
+    on_zero = (st.acc[zt] & 0x7FFFFFFF) == 0
+    assert (g[zt[~on_zero]] == 0).all() and (~on_zero).sum() > 100
+    assert ((g[zt[on_zero]] & 0x7FFFFFFF) != 0).sum() > 100
+    # tie: acc + main exactly halfway between two words, a residual or main's lowest bit
+    # deciding; or main halfway itself, a smaller acc deciding.
+    mids = decided = 0
+    for i in _of(st, "tie")[:200]:
+        a, t = word_value(st.acc[i]), _value(st, i, 0)
+        bit = Fraction(2) ** int(st.exp[i, 0] - terms[0].bias)
+        res = _value(st, i, 1) if len(terms) == 2 else 0
+        for v, lower in ((a + t, res), (a + t - bit, bit), (a + t + bit, -bit), (t, a)):
+            if _decided_tie(v, lower):
+                mids += 1
+                if lower:
+                    assert g[i] == rne_f32(v + (TINY if lower > 0 else -TINY))
+                    decided += 1
+                break
+    assert mids >= 150 and (unit == "hif4" or decided >= 50)
+    # d1: opposite signs, |acc| above |main|, leading ones one place apart.
+    for i in _of(st, "d1")[:200]:
+        a, t = word_value(st.acc[i]), _value(st, i, 0)
+        assert a * t < 0 and abs(t) < abs(a) < 4 * abs(t)
+    # zero: exact zero sums.
+    assert (g[_of(st, "zero")] == 0).sum() > 100
+    if len(terms) == 1:
+        return
+    # res_cancel: the residual exactly -main in some steps, within 3 units in others.
+    exact = near = 0
+    for i in _of(st, "res_cancel")[:300]:
+        s = _value(st, i, 0) + _value(st, i, 1)
+        unit_ = Fraction(2) ** int(st.exp[i, 1] - terms[1].bias)
+        exact += s == 0
+        near += 0 < abs(s) <= 3 * unit_
+    assert exact > 50 and near > 50
+    # res_far: exponent fields exactly max_exp_diff apart, either way round.
+    far = _of(st, "res_far")
+    d = st.exp[far, 0] - st.exp[far, 1]
+    assert (np.abs(d) == MAX_TERM_EXP_DIFF).all() and (d < 0).any() and (d > 0).any()
+    # opposite: terms of opposite signs, some far below the accumulator.
+    opp = _of(st, "opposite")
+    s1, s2 = st.sig[opp, 0], st.sig[opp, 1]
+    assert (np.sign(s1) != np.sign(s2))[s2 != 0].all()
+    below = sum(abs(_value(st, i, 0) + _value(st, i, 1))
+                < Fraction(2) ** (int(st.acc[i] >> 23 & 0xFF) - 150) for i in opp[:200])
+    assert below > 50
+
+
+def test_bad_arguments_one_line():
+    for args in (["--unit", "mxfp4"], ["--steps", "0"], ["--steps", "x"]):
+        proc = subprocess.run([sys.executable, str(BENCH), *args], capture_output=True,
+                              text=True, cwd=REPO)
+        assert proc.returncode == 2, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1 and not proc.stdout, proc.stderr
+
+
+@pytest.mark.slow
+def test_equivalence_run():
+    """20,000 steps per unit through both back ends in Verilator."""
+    proc = subprocess.run([sys.executable, str(BENCH), "--steps", "20000", "--seed", "3"],
+                          capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = {line.split()[0]: line.split() for line in proc.stdout.splitlines()
+            if line.split()[:1] and line.split()[0] in UNITS}
+    assert sorted(rows) == sorted(UNITS)
+    for unit, row in rows.items():
+        assert row[1:5] == ["20,000", "0", "0", "0"], row
