@@ -199,15 +199,16 @@ def estimate_manifest(manifest, coeffs=None):
     return _estimate(unit_inventory(manifest), coeffs, manifest["unit"])
 
 
-def estimate_unit(unit, residual=None, stages=None, lanes=None, coeffs=None):
-    """Model area of one unit configuration (defaults from :mod:`hif4spec`), from the
-    manifest the generator writes for it (:func:`hwgen.manifest.manifest`; nothing is
-    elaborated)."""
+def estimate_unit(unit, residual=None, stages=None, lanes=None, coeffs=None, accum=None):
+    """Model area of one unit configuration (defaults from :mod:`hif4spec`; ``accum`` is a
+    dot unit's back end), from the manifest the generator writes for it
+    (:func:`hwgen.manifest.manifest`; nothing is elaborated)."""
     from hwgen.manifest import manifest
     from hwgen.parts import probe
     from hwgen.units import build_unit
 
-    built = probe(build_unit(unit, residual=residual, stages=stages, lanes=lanes))
+    built = probe(build_unit(unit, residual=residual, stages=stages, lanes=lanes,
+                             accum=accum))
     return estimate_manifest(manifest(built), coeffs)
 
 

@@ -20,10 +20,13 @@ STANDARD = DOT + [(f"{u}_quant", r) for u, r in DOT]
 def test_rtl_out_holds_the_standard_set():
     found = find_manifests()
     assert sorted(m["module"] for _, m in found) == sorted(
-        f"{u}{'' if u.endswith('_quant') else '_dot'}_{'rnone' if r == 'none' else 'r24'}"
-        "_s3_l64" for u, r in STANDARD)
+        [f"{u}{'' if u.endswith('_quant') else '_dot'}_{'rnone' if r == 'none' else 'r24'}"
+         "_s3_l64" for u, r in STANDARD]
+        + ["hif4_dot_rnone_s3_l64_bnd", "hif4_dot_r24_s3_l64_bnd", "nvfp4_dot_rnone_s3_l64_bnd"])
     for u, r in STANDARD:
-        select_manifest(found, u, r)
+        assert select_manifest(found, u, r)[1]["parameters"].get("accum", "window") == "window"
+        if (u, r) in (("hif4", "none"), ("hif4", "2:4"), ("nvfp4", "none")):
+            assert select_manifest(found, u, r, accum="bounded")[1]["module"].endswith("_bnd")
 
 
 def test_estimate_json(capsys):

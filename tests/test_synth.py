@@ -124,21 +124,26 @@ def test_synthesis_table_covers_every_configuration():
     take Yosys from half an hour to nearly three hours each here (docs/results.md, "The area model");
     ``python benchmarks/fit_area_model.py --units --timeout 0 --backend native --checkpoint``
     redoes them across sessions if the generators change."""
+    from hif4spec import unit_spec
     from hwgen.units import all_configs
 
     tab = table.load_table()
     assert len(all_configs("dot")) == 84
     assert table.missing_configs(tab) == []
     modules = [entry["manifest"]["module"] for entry in tab.values()
-               if entry["manifest"]["unit"] in {c[0] for c in all_configs("dot")}]
+               if table._config_of(entry["manifest"]) in set(all_configs("dot"))]
     assert len(modules) == len(set(modules)) == 84, "stale entries of a regenerated module"
+    others = [entry["manifest"]["module"] for entry in tab.values()
+              if unit_spec(entry["manifest"]["unit"]).kind == "dot"
+              and table._config_of(entry["manifest"]) is None]                # the standard set's bounded units, for the comparison
+    assert len(others) == len(set(others))
 
 
 def test_synthesis_table_holds_the_checked_in_verilog():
     from hif4spec import standard_set
 
     rtl = sorted((Path(__file__).parents[1] / "rtl_out").glob("*.v"))
-    assert len(rtl) == len(standard_set()) == 10            # 5 dot units, 5 encoders
+    assert len(rtl) == len(standard_set()) == 13    # 5 dot units, 3 bounded, 5 encoders
     for path in rtl:
         assert table.lookup(path.read_text()) is not None, path.name
 

@@ -390,15 +390,15 @@ def make_stream(unit, residual, vectors, seed, *, named=True):
     return take(concat(parts), vectors)
 
 
-def verify(unit=None, *, residual=None, stages=None, lanes=None, vectors=10000, seed=1,
-           sim="verilator", waves=False, valid_prob=0.9, ready_prob=0.9, named=True,
+def verify(unit=None, *, residual=None, stages=None, lanes=None, accum=None, vectors=10000,
+           seed=1, sim="verilator", waves=False, valid_prob=0.9, ready_prob=0.9, named=True,
            stream=None, progress=False, stop_on_mismatch=True, rtl=None, build_root=None,
            waves_limit=None):
     """Build (cached) a unit and run ``vectors`` steps (an encoder: groups) through it;
     returns a summary dict.
 
     Without ``rtl`` the unit is generated (cached) from ``unit`` and the parameters (None
-    takes the default of :data:`hif4spec.DEFAULTS`). With ``rtl = (verilog_path, manifest)``
+    takes the default of :data:`hif4spec.DEFAULTS`; ``accum`` is a dot unit's back end). With ``rtl = (verilog_path, manifest)``
     that file is simulated as it is, with the unit, parameters and payload offsets of its
     manifest (parameters given here must agree with it); it is built in
     ``build/<sim>/<module>-<hash>/``, named by its content, so an edited copy never replaces
@@ -414,15 +414,16 @@ def verify(unit=None, *, residual=None, stages=None, lanes=None, vectors=10000, 
     t0 = time.perf_counter()
     build_root = Path(build_root or REPO / "build")
     if rtl is None:
-        params = resolve(unit, residual=residual, stages=stages, lanes=lanes)
+        params = resolve(unit, residual=residual, stages=stages, lanes=lanes, accum=accum)
         module = module_name(unit, **params)
         verilog, manifest = generate_cached(unit, params, build_root / "rtl" / module)
         folder = module
     else:
         verilog, manifest = Path(rtl[0]), rtl[1]
         params = dict(manifest["parameters"])
-        given = {"unit": unit, "residual": residual, "stages": stages, "lanes": lanes}
-        have = {"unit": manifest["unit"], **params}
+        given = {"unit": unit, "residual": residual, "stages": stages, "lanes": lanes,
+                 "accum": accum}
+        have = {"unit": manifest["unit"], "accum": None, **params}
         wrong = [k for k, v in given.items() if v is not None and v != have[k]]
         if wrong:
             raise ValueError(f"{wrong[0]} {given[wrong[0]]!r} disagrees with the manifest of "

@@ -10,8 +10,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from hif4spec import (DEFAULTS, LANES, RESIDUAL_MODES, STAGES, STEP_ELEMS, UNITS, check_params,
-                      unit_spec, units_of_kind)
+from hif4spec import (ACCUMS, DEFAULTS, LANES, RESIDUAL_MODES, STAGES, STEP_ELEMS, UNITS,
+                      check_params, unit_spec, units_of_kind)
 
 __all__ = ["CLIError", "ToolError", "output_option", "check_output_file", "check_output_folder",
            "make_folder", "write_files", "atomic_output", "load_npy", "parse_choice_list",
@@ -200,8 +200,9 @@ def _join(items):
 
 def add_unit_options(parser, *, several=False, rtl=None, unit_default=None, unit_note=None,
                      kind=None):
-    """Add ``--unit --residual --stages --lanes`` (and, with ``rtl``, ``--rtl-dir DIR`` and
-    ``--manifest PATH``) to ``parser``; read them back with :func:`unit_params` or
+    """Add ``--unit --residual --stages --lanes`` (``--accum`` unless ``kind`` is
+    ``"encoder"``; and, with ``rtl``, ``--rtl-dir DIR`` and ``--manifest PATH``) to
+    ``parser``; read them back with :func:`unit_params` or
     :func:`select_module`.
 
     ``several``: ``--unit`` and ``--residual`` take comma-separated lists (default: every
@@ -247,6 +248,15 @@ def add_unit_options(parser, *, several=False, rtl=None, unit_default=None, unit
                         metavar="{" + ",".join(map(str, LANES)) + "}",
                         help=f"element products per cycle, one of {_join(LANES)}; a step "
                              f"takes {STEP_ELEMS}/lanes cycles ({when.format(DEFAULTS['lanes'])})")
+    if kind != "encoder":
+        with_accum = "; ".join(f"{u.name}: {'/'.join(u.accums)}" for u in units_of_kind("dot")
+                               if u.name in names)
+        also = ("; units without it keep the default" if several else "")
+        parser.add_argument("--accum", default=None, metavar="{" + ",".join(ACCUMS) + "}",
+                            help=f"accumulator back end of a dot unit: window (every bit of "
+                                 f"every term, the reference) or bounded (a window a little "
+                                 f"wider than one term) ({with_accum}{also}; default "
+                                 f"{DEFAULTS['accum']})")
     if rtl:
         group = parser.add_mutually_exclusive_group()
         where = ("read the modules here instead of generating them" if rtl == "generate"
@@ -272,27 +282,34 @@ def _check_kind(unit, kind):
                        f"{_join(names)}, not {unit!r}")
 
 
-def _check(unit, residual=None, stages=None, lanes=None, kind=None):
+def _check(unit, residual=None, stages=None, lanes=None, kind=None, accum=None):
     """Check the given parameters against the spec (defaults fill the others)."""
     _check_kind(unit, kind)
     try:
         unit_spec(unit)
         check_params(unit, DEFAULTS["residual"] if residual is None else residual,
                      DEFAULTS["stages"] if stages is None else stages,
-                     DEFAULTS["lanes"] if lanes is None else lanes)
+                     DEFAULTS["lanes"] if lanes is None else lanes, accum)
     except ValueError as exc:
         raise CLIError(str(exc)) from None
 
 
+def _accum(args):
+    """``--accum`` as given (None when not given, or when the command has no such option)."""
+    return getattr(args, "accum", None)
+
+
 def unit_params(args):
-    """``(unit, {"residual", "stages", "lanes"})`` of a single-unit command, completed from
-    :data:`hif4spec.DEFAULTS` and checked."""
+    """``(unit, {"residual", "stages", "lanes"} and, for a dot unit, "accum")`` of a
+    single-unit command, completed from :data:`hif4spec.DEFAULTS` and checked."""
     unit = args.unit or args.unit_default
     kind = getattr(args, "unit_kind", None)
     if unit is None:
         raise CLIError(f"give --unit NAME (one of {_join(_names(kind))})")
-    _check(unit, args.residual, args.stages, args.lanes, kind)
+    _check(unit, args.residual, args.stages, args.lanes, kind, _accum(args))
     given = {"residual": args.residual, "stages": args.stages, "lanes": args.lanes}
+    if unit_spec(unit).kind == "dot":
+        given["accum"] = _accum(args)
     return unit, {k: DEFAULTS[k] if v is None else v for k, v in given.items()}
 
 
@@ -308,6 +325,11 @@ def unit_lists(args):
     residuals = parse_choice_list(args.residual or ",".join(_standard_residuals()),
                                   RESIDUAL_MODES, "residual mode")
     _check(units[0], stages=args.stages, lanes=args.lanes)
+    accum = _accum(args)
+    if accum is not None and not any(accum in unit_spec(u).accums for u in units):
+        have = "; ".join(f"{u}: {'/'.join(unit_spec(u).accums) or 'none'}" for u in units)
+        raise CLIError(f"--accum {accum}: no unit given has that accumulator back end "
+                       f"({have}); choose one of {_join(ACCUMS)}")
     return units, residuals
 
 
@@ -342,8 +364,8 @@ def read_manifest(path):
 def select_module(args, command):
     """``(verilog_path, manifest)`` picked by a single-unit command's options from
     ``--manifest`` or the manifests in ``--rtl-dir`` (default ``rtl_out/``); says which on
-    stderr. ``--residual`` not given means the default mode; ``--stages``/``--lanes`` not
-    given match any, and the options must leave exactly one module."""
+    stderr. ``--residual`` (``--accum``) not given means the default mode (back end);
+    ``--stages``/``--lanes`` not given match any, and the options must leave exactly one module."""
     from sim.cost.estimate import RTL_DIR, find_manifests, select_manifest
 
     kind = getattr(args, "unit_kind", None)
@@ -355,7 +377,7 @@ def select_module(args, command):
             raise CLIError(f"manifest {args.manifest!r}: {exc}") from None
         par = manifest.get("parameters", {})
         given = {"unit": args.unit, "residual": args.residual, "stages": args.stages,
-                 "lanes": args.lanes}
+                 "lanes": args.lanes, "accum": _accum(args)}
         have = {"unit": manifest["unit"], **{k: par.get(k) for k in given if k != "unit"}}
         for key, value in given.items():
             if value is not None and value != have[key]:
@@ -365,14 +387,14 @@ def select_module(args, command):
         unit = args.unit or args.unit_default
         if unit is None:
             raise CLIError(f"give --unit NAME (one of {_join(_names(kind))}) or --manifest PATH")
-        _check(unit, args.residual, args.stages, args.lanes, kind)
+        _check(unit, args.residual, args.stages, args.lanes, kind, _accum(args))
         rtl_dir = Path(args.rtl_dir) if args.rtl_dir else RTL_DIR
         if not rtl_dir.is_dir():
             raise CLIError(f"--rtl-dir {display_path(rtl_dir)!r} is not a folder")
         residual = DEFAULTS["residual"] if args.residual is None else args.residual
         try:
             verilog, manifest = select_manifest(find_manifests(rtl_dir), unit, residual,
-                                                args.stages, args.lanes,
+                                                args.stages, args.lanes, _accum(args),
                                                 where=display_path(rtl_dir))
         except LookupError as exc:
             raise CLIError(str(exc)) from None

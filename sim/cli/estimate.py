@@ -156,14 +156,17 @@ def _manifest_selection(args):
     for key, given, have in (("unit", args.unit, manifest["unit"]),
                              ("residual", args.residual, par["residual"]),
                              ("stages", args.stages, par["stages"]),
-                             ("lanes", args.lanes, par["lanes"])):
+                             ("lanes", args.lanes, par["lanes"]),
+                             ("accum", args.accum, par.get("accum"))):
         if given is not None and str(given) != str(have):
             raise CLIError(f"--{key} {given} disagrees with manifest {args.manifest!r} "
                            f"({key} {have}); drop --{key} or give another manifest")
     others = [(v, m) for v, m in find_manifests(verilog.parent)
               if m["module"] != manifest["module"]]
+    accum = par.get("accum") if unit_spec(manifest["unit"]).kind == "dot" else None
     return ([manifest["unit"]], [par["residual"]],
-            {"stages": par["stages"], "lanes": par["lanes"]}, [(verilog, manifest)] + others)
+            {"stages": par["stages"], "lanes": par["lanes"], "accum": accum},
+            [(verilog, manifest)] + others)
 
 
 def run(args):
@@ -185,7 +188,7 @@ def run(args):
         check_output_file(args.plot, "--plot")
     check_array_steps(args, gemm, array)
     energy_opts = _energy_options(args)
-    select = {"stages": args.stages, "lanes": args.lanes}
+    select = {"stages": args.stages, "lanes": args.lanes, "accum": args.accum}
     if args.manifest:
         units, residuals, select, manifests = _manifest_selection(args)
         rtl_dir = Path(args.manifest).parent

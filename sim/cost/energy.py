@@ -368,14 +368,15 @@ def measure(verilog, manifest, stimuli=STIMULI, *, steps=DEFAULT_STEPS, seed=0,
     return out
 
 
-def energy_rows(units, residuals, stimuli=STIMULI, *, stages=None, lanes=None,
+def energy_rows(units, residuals, stimuli=STIMULI, *, stages=None, lanes=None, accum=None,
                 steps=DEFAULT_STEPS, seed=0, rtl_dir=None, manifests=None, progress=None,
                 synth_backend=None, jobs=1):
     """One dict per (unit, residual, stimulus): energy per MAC of the netlist on that stream,
     for the dot-product units among ``units`` (encoders are left out).
 
     Modules are picked as ``hif4 estimate`` picks them
-    (:func:`sim.cost.estimate.select_manifest`); MXFP4 and NVFP4 without residual, at the
+    (:func:`sim.cost.estimate.select_manifest`, with ``accum`` as
+    :func:`sim.cost.estimate.estimate_rows` takes it); MXFP4 and NVFP4 without residual, at the
     same stages and lanes, are measured too when present, for the ratio columns
     ``vs_mxfp4`` / ``vs_nvfp4`` (total energy per MAC on the same stimulus). ``progress``
     is called as ``progress(done, total, module)``, one count per module measured.
@@ -397,8 +398,8 @@ def energy_rows(units, residuals, stimuli=STIMULI, *, stages=None, lanes=None,
     if not wanted:
         raise LookupError("no configuration left: no unit given accepts the residual modes "
                           "given")
-    chosen = [est.select_manifest(manifests, u, r, stages, lanes, where=rtl_dir)
-              for u, r in wanted]
+    chosen = [est.select_manifest(manifests, u, r, stages, lanes, est.accum_for(u, accum),
+                                  where=rtl_dir) for u, r in wanted]
     todo = {m["module"]: (v, m) for v, m in chosen}
     bases = {}
     for _, man in chosen:
@@ -407,7 +408,8 @@ def energy_rows(units, residuals, stimuli=STIMULI, *, stages=None, lanes=None,
             key = (name, par["stages"], par["lanes"])
             if key not in bases:
                 try:
-                    bases[key] = est.select_manifest(manifests, name, "none", *key[1:])
+                    bases[key] = est.select_manifest(manifests, name, "none", *key[1:],
+                                                     est.accum_for(name, accum))
                 except LookupError:
                     bases[key] = None
             if bases[key] is not None:

@@ -4,7 +4,8 @@ A configuration is a (unit, residual) pair; its module is the one generated Veri
 ``rtl_out/`` (or another folder) whose manifest has that unit and residual and the stages and
 lanes asked for (:func:`select_manifest`: never a guess between several). For each one the
 comparison gives the model area (:mod:`sim.area_model`), optionally the synthesized area
-(:mod:`sim.cost.synth`, looked up in the checked-in table first), the longest path, the
+(:mod:`sim.cost.synth`, looked up in the checked-in table first), the longest path and,
+apart, the accumulator loop's depth and the feed-forward depth (:mod:`sim.cost.depth`), the
 MACs per cycle, the cycles of a GEMM on an R x C array (:mod:`sim.cyclesim`) and the figures
 derived from them. An encoder (kind ``"encoder"`` in :mod:`hif4spec.units`) gets its area,
 longest path, elements per cycle and area per element; :func:`combined_rows` adds each
@@ -41,27 +42,35 @@ def find_manifests(rtl_dir=RTL_DIR):
     return found
 
 
-def select_manifest(manifests, unit, residual=None, stages=None, lanes=None, *,
+def select_manifest(manifests, unit, residual=None, stages=None, lanes=None, accum=None, *,
                     where=None):
     """The one ``(verilog_path, manifest)`` of ``manifests`` matching the given parameters.
 
-    A parameter left None matches any value. No match, or more than one, raises
+    A parameter left None matches any value, but ``accum``: a dot unit's back end left None
+    is the default one (``hif4spec.DEFAULTS``), so that both back ends can share a folder.
+    No match, or more than one, raises
     ``LookupError`` with a one-line message naming the candidates and, for several, the
     option (``--residual``, ``--stages``, ``--lanes``) that tells them apart; ``where`` (a
     folder) is named in the message.
     """
+    from hif4spec import DEFAULTS, unit_spec
+
     want = {"residual": residual, "stages": stages, "lanes": lanes}
+    if unit_spec(unit).kind == "dot":
+        want["accum"] = DEFAULTS["accum"] if accum is None else accum
     of_unit = [(v, m) for v, m in manifests if m.get("unit") == unit]
     cands = [(v, m) for v, m in of_unit
-             if all(x is None or m.get("parameters", {}).get(k) == x for k, x in want.items())]
+             if all(x is None or _param(m, k) == x for k, x in want.items())]
     if len(cands) == 1:
         return cands[0]
-    given = ", ".join([f"unit {unit}"] + [f"{k} {x}" for k, x in want.items() if x is not None])
+    # the default back end, not asked for, is left out of the message
+    named = {k: x for k, x in want.items() if x is not None and (k != "accum" or accum)}
+    given = ", ".join([f"unit {unit}"] + [f"{k} {x}" for k, x in named.items()])
     place = f" in {_rel(where)}" if where is not None else ""
     if not cands:
         have = ", ".join(Path(v).name for v, _ in of_unit) or "none"
         command = "hif4 generate " + " ".join(
-            [f"--unit {unit}"] + [f"--{k} {x}" for k, x in want.items() if x is not None]
+            [f"--unit {unit}"] + [f"--{k} {x}" for k, x in named.items()]
             + ([f"--out {_rel(where)}"] if where is not None else []))
         raise LookupError(f"no generated module for {given}{place} (modules of {unit}: "
                           f"{have}); make it with `{command}`")
@@ -73,6 +82,23 @@ def select_manifest(manifests, unit, residual=None, stages=None, lanes=None, *,
                       f"pick one with {pick}")
 
 
+def accum_for(unit, accum):
+    """The back end to select for ``unit`` when ``accum`` is asked for: ``accum`` if the
+    unit has it, else None (the default)."""
+    from hif4spec import accums_of
+
+    return accum if accum in accums_of(unit) else None
+
+
+def _param(manifest, key):
+    """A manifest's parameter; a dot unit's manifest written before back ends could be
+    chosen has the default one."""
+    from hif4spec import DEFAULTS
+
+    par = manifest.get("parameters", {})
+    return par.get(key, DEFAULTS["accum"]) if key == "accum" else par.get(key)
+
+
 def _rel(path):
     try:
         return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
@@ -80,16 +106,19 @@ def _rel(path):
         return str(path)
 
 
-def estimate_rows(units, residuals, *, stages=None, lanes=None, gemm=(256, 2048, 256),
+def estimate_rows(units, residuals, *, stages=None, lanes=None, accum=None,
+                  gemm=(256, 2048, 256),
                   array=(4, 4), freq_ghz=1.0, bandwidth=math.inf, synth=False, rtl_dir=RTL_DIR,
                   manifests=None, progress=None, synth_backend=None):
     """One dict per (unit, residual) configuration; see ``hif4 estimate --help``.
 
     The pairs are ``units`` x ``residuals`` less those a unit does not accept
     (:func:`hif4spec.residuals_of`); each pair's module is picked by :func:`select_manifest`
-    from ``manifests`` (default: :func:`find_manifests` of ``rtl_dir``) with ``stages`` and
-    ``lanes``. The ratio columns compare against MXFP4 and NVFP4 without residual at the
-    row's stages and lanes (None when that module is not there); an encoder's, against the
+    from ``manifests`` (default: :func:`find_manifests` of ``rtl_dir``) with ``stages``,
+    ``lanes`` and ``accum`` (a dot unit's accumulator back end; a unit without that back end,
+    and every unit when None, has the default one). The ratio columns compare against MXFP4
+    and NVFP4 without residual at the row's stages and lanes, picked the same way (None when
+    that module is not there); an encoder's, against the
     MXFP4 and NVFP4 encoders without residual, per element. Raises ``LookupError`` when
     no pair is left or a pair has no module or several, and
     :class:`~sim.cost.synth.SynthError` when ``synth`` needs a Yosys run (a module not in the
@@ -104,7 +133,7 @@ def estimate_rows(units, residuals, *, stages=None, lanes=None, gemm=(256, 2048,
         accepts = "; ".join(f"{u} accepts {', '.join(residuals_of(u))}" for u in units)
         raise LookupError(f"no configuration left: residual {', '.join(residuals)} is not a "
                           f"mode of the units given ({accepts})")
-    chosen = [select_manifest(manifests, u, r, stages, lanes, where=rtl_dir)
+    chosen = [select_manifest(manifests, u, r, stages, lanes, accum_for(u, accum), where=rtl_dir)
               for u, r in wanted]
     base_units = ("mxfp4", "nvfp4")
 
@@ -119,7 +148,8 @@ def estimate_rows(units, residuals, *, stages=None, lanes=None, gemm=(256, 2048,
             key = (name, par["stages"], par["lanes"])
             if key not in bases:
                 try:
-                    bases[key] = select_manifest(manifests, name, "none", *key[1:])
+                    bases[key] = select_manifest(manifests, name, "none", *key[1:],
+                                                 accum_for(name, accum))
                 except LookupError:
                     bases[key] = None
     todo = {m["module"]: (v, m) for v, m in chosen}
@@ -246,6 +276,10 @@ def _row(verilog, manifest, tab, *, gemm, array, freq_ghz, bandwidth, synth, syn
         else:
             area_synth = entry["nand2"]
     timing = UnitTiming.from_manifest(manifest)
+    depth = (entry or {}).get("depth")
+    if depth is None and synth and unit_spec(unit).kind == "dot":
+        from sim.cost.depth import unit_depths
+        depth = unit_depths(Path(verilog).read_text(), manifest, backend=synth_backend)
     if unit_spec(unit).kind == "encoder":
         per_cycle = STEP_ELEMS / timing.ii
         area = area_synth if area_synth is not None else est.nand2
@@ -266,7 +300,7 @@ def _row(verilog, manifest, tab, *, gemm, array, freq_ghz, bandwidth, synth, syn
     tops = 2 * rep.macs * freq_ghz * 1e9 / rep.cycles / 1e12
     return {
         "unit": unit, "kind": "dot", "residual": par["residual"],
-        "module": manifest["module"], "verilog": _rel(verilog),
+        "accum": _param(manifest, "accum"), "module": manifest["module"], "verilog": _rel(verilog),
         "stages": par["stages"], "lanes": par["lanes"],
         "ii": timing.ii, "latency": timing.latency,
         "macs_per_cycle": macs_unit * R * C, "macs_per_cycle_unit": macs_unit,
@@ -275,6 +309,8 @@ def _row(verilog, manifest, tab, *, gemm, array, freq_ghz, bandwidth, synth, syn
         "area_blocks_model": {k2: round(v, 1) for k2, v in est.blocks.items()},
         "area_per_mac_nand2": area / macs_unit,
         "longest_path": longest,
+        "loop_depth": depth["loop"] if depth else None,
+        "feed_forward_depth": depth["feed_forward"] if depth else None,
         "gemm": list(gemm), "array": list(array), "gemm_cycles": rep.cycles,
         "utilization": rep.utilization,
         "effective_tops": tops,
@@ -318,16 +354,18 @@ def _format_encoders(rows):
 
 
 def _format_dot(rows, freq_ghz):
-    head = ["unit", "residual", "area model", "area synth", "NAND2/MAC", "path", "MAC/cyc",
+    head = ["unit", "residual", "accum", "area model", "area synth", "NAND2/MAC", "path",
+            "loop", "ff", "MAC/cyc",
             "GEMM cycles", f"TOPS@{freq_ghz:g}GHz", "TOPS/MNAND2", "bits/MAC", "vs MXFP4",
             "vs NVFP4"]
     lines = []
     for r in rows:
         def f(x, spec):
             return "-" if x is None else format(x, spec)
-        lines.append([r["unit"], r["residual"], f(r["area_model_nand2"], ".0f"),
+        lines.append([r["unit"], r["residual"], r["accum"], f(r["area_model_nand2"], ".0f"),
                       f(r["area_synth_nand2"], ".0f"), f(r["area_per_mac_nand2"], ".1f"),
-                      f(r["longest_path"], "d"), f(r["macs_per_cycle"], ".0f"),
+                      f(r["longest_path"], "d"), f(r["loop_depth"], "d"),
+                      f(r["feed_forward_depth"], "d"), f(r["macs_per_cycle"], ".0f"),
                       f(r["gemm_cycles"], "d"), f(r["effective_tops"], ".3f"),
                       f(r["tops_per_mnand2"], ".3f"), f(r["bits_per_mac"], ".3f"),
                       f(r["area_per_mac_vs_mxfp4"], ".2f"),
@@ -337,7 +375,9 @@ def _format_dot(rows, freq_ghz):
            "  ".join("-" * w for w in widths)]
     out += ["  ".join(x.rjust(w) for x, w in zip(line, widths)) for line in lines]
     out.append("area = NAND2 equivalents of one unit (synthesis when given, else model); "
-               "vs = area per MAC ratio")
+               "path = longest register-to-register path in cells; loop = the accumulator's "
+               "register-to-register loop, ff = the longest path outside it (synthesized "
+               "stage by stage; - where not measured); vs = area per MAC ratio")
     return "\n".join(out)
 
 

@@ -4,8 +4,10 @@ Synthesizing a full unit takes minutes, so the figures of every generated config
 are kept in the repository, keyed by the SHA-256 of the Verilog that was synthesized. Each
 entry holds the unit's manifest (its ``structure`` is what the area model reads, so the
 model is evaluated on every entry without the Verilog), the flat-flow figures (``nand2``,
-``transistors``, ``flip_flops``, ``longest_path``) and the per-sub-block areas of the
-hierarchical run (``blocks``).
+``transistors``, ``flip_flops``, ``longest_path``), the per-sub-block areas of the
+hierarchical run (``blocks``) and, for the dot units of the standard set, the logic depth
+of the accumulator loop apart from the feed-forward path (``depth``,
+:mod:`sim.cost.depth`; :func:`record_depths`).
 
 ``benchmarks/fit_area_model.py --units`` regenerates it: every configuration of the
 generator registry (unit x residual x stages x lanes, :func:`sweep_configs`). A slow test
@@ -24,7 +26,8 @@ from . import synth
 
 __all__ = ["TABLE_PATH", "load_table", "save_table", "lookup", "entry_for", "entry_for_text",
            "needs_synthesis", "merge_into", "synthesize_sweep", "sweep_configs",
-           "missing_configs", "model_vs_synth", "report_model_vs_synth", "record_verilog"]
+           "missing_configs", "model_vs_synth", "report_model_vs_synth", "record_verilog",
+           "record_depths"]
 
 TABLE_PATH = Path(__file__).with_name("synth_table.json")
 ROOT = Path(__file__).resolve().parents[2]
@@ -162,6 +165,33 @@ def record_verilog(paths, table=None, *, jobs=1, progress=None, hierarchical=Tru
     return table
 
 
+def record_depths(paths, *, progress=None, path=TABLE_PATH, timeout=3600, backend=None):
+    """Measure the stage depths (:func:`sim.cost.depth.unit_depths`) of the dot units among
+    the Verilog files ``paths`` (manifests beside them) and add them to their table entries
+    as ``depth``; a unit whose Verilog has no entry yet is synthesized first
+    (:func:`record_verilog`). ``progress`` gets each stage module's name."""
+    from . import depth
+
+    dots = []
+    for p in map(Path, paths):
+        manifest = json.loads(p.with_suffix(".json").read_text())
+        if manifest.get("kind") == "dot":
+            dots.append((p, manifest))
+    record_verilog([p for p, _ in dots], path=path, timeout=timeout, backend=backend,
+                   hierarchical=False)
+    for p, manifest in dots:
+        text = p.read_text()
+        sha = synth.verilog_sha256(text)
+        if "depth" in load_table(path)[sha]:
+            continue
+        found = depth.unit_depths(text, manifest, progress=progress, timeout=timeout,
+                                  backend=backend)
+        with locked(path):
+            on_disk = load_table(path)
+            on_disk[sha]["depth"] = found
+            save_table(on_disk, path)
+
+
 @contextmanager
 def locked(path):
     """An exclusive lock on the table file at ``path`` (a ``.lock`` file beside it)."""
@@ -190,7 +220,13 @@ def missing_configs(table=None):
 
 
 def _config_of(manifest):
+    """``(unit, residual, stages, lanes)`` of an entry of the default back end's grid, else
+    None (an encoder's entry has no back end and counts)."""
+    from hif4spec import DEFAULTS
+
     p = manifest["parameters"]
+    if p.get("accum", DEFAULTS["accum"]) != DEFAULTS["accum"]:
+        return None
     return (manifest["unit"], p["residual"], p["stages"], p["lanes"])
 
 
