@@ -98,14 +98,18 @@ def rne_f32(v, negative_zero=False):
 
 
 #: The configurations the default suite simulates in Verilator (``tests/test_bench_coverage.py``
-#: and ``tests/test_cyclesim_rtl.py`` share their builds): every (unit, residual) pair once,
-#: every stage count 1-4, 16 lanes except one 32-lane sequencer. The full grid is marked slow.
+#: and ``tests/test_cyclesim_rtl.py`` share their builds), as ``(unit, residual, stages,
+#: lanes, accum)``: every (unit, residual) pair, every stage count 1-4, every accumulator back
+#: end of every unit, 16 lanes except one 32-lane sequencer and one 64-lane unit. The full
+#: grid is marked slow.
 CI_CONFIGS = [
-    ("hif4", "none", 3, 16),        # also built by test_bench_hif4 and test_sweep_ray
-    ("hif4", "2:4", 1, 16),
-    ("hif4", "dense", 4, 16),
-    ("mxfp4", "none", 2, 16),
-    ("mxfp4", "2:4", 3, 32),
-    ("mxfp4", "dense", 4, 16),
-    ("nvfp4", "none", 3, 16),       # also built by test_sweep_ray
+    ("hif4", "none", 3, 16, "window"),      # also built by test_bench_hif4 and test_sweep_ray
+    ("hif4", "2:4", 1, 16, "bounded"),
+    ("hif4", "dense", 4, 16, "window"),
+    ("mxfp4", "none", 2, 16, "window"),
+    ("mxfp4", "2:4", 3, 32, "window"),
+    ("mxfp4", "dense", 4, 16, "window"),
+    ("nvfp4", "none", 3, 16, "window"),     # also built by test_sweep_ray
+    ("nvfp4", "none", 2, 64, "bounded"),
 ]
+CI_IDS = [f"{u}-{r}-s{s}-l{n}-{a}" for u, r, s, n, a in CI_CONFIGS]

@@ -5,20 +5,20 @@ on the output) the cycle of every input transfer and of every output transfer mu
 same in the model (built from the manifest alone) and in the RTL, and the RTL's words must be
 the golden model's. The configurations are the default suite's (``CI_CONFIGS``, built by
 tests/test_bench_coverage.py too, so the Verilator builds are shared): every unit and
-residual mode, every stage count, sequencers (lanes < 64).
+residual mode, every stage count, both accumulator back ends, sequencers (lanes < 64).
 """
 
 import numpy as np
 import pytest
-from conftest import CI_CONFIGS
+from conftest import CI_CONFIGS, CI_IDS
 
 
-@pytest.mark.parametrize("unit, residual, stages, lanes", CI_CONFIGS,
-                         ids=[f"{u}-{r}-s{s}-l{n}" for u, r, s, n in CI_CONFIGS])
-def test_model_cycle_exact_against_rtl(unit, residual, stages, lanes):
+@pytest.mark.parametrize("unit, residual, stages, lanes, accum", CI_CONFIGS, ids=CI_IDS)
+def test_model_cycle_exact_against_rtl(unit, residual, stages, lanes, accum):
     from sim.cost.rtlcheck import check_unit
 
-    res = check_unit(unit, residual=residual, stages=stages, lanes=lanes, steps=90, seed=11,
+    res = check_unit(unit, residual=residual, stages=stages, lanes=lanes, accum=accum,
+                     steps=90, seed=11,
                      p_gap=0.35, p_stall=0.45)
     assert res["ii"] == res["manifest_ii"]
     assert res["latency"] == res["manifest_latency"]

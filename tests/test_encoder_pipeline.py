@@ -3,8 +3,8 @@
 An 8 x 256 BF16 activation tensor goes through the Verilated HiF4 encoder with the 2:4
 residual (``hif4_quant``, 16 lanes); its output words, unpacked into steps, feed the
 Verilated HiF4 dot units with an 8 x 256 weight tensor quantized by the golden model: the
-plain unit takes the operand steps ``q``, the ResQ-2:4 unit ``q`` and the residual steps
-``r``. Every FP32 word must equal ``sim.dot.gemm`` of the golden model's quantization of the
+plain unit (full-window accumulator) takes the operand steps ``q``, the ResQ-2:4 unit (bounded
+accumulator) ``q`` and the residual steps ``r``. Every FP32 word must equal ``sim.dot.gemm`` of the golden model's quantization of the
 same tensors (``quantize``, ``resq`` + ``pack_24``). The dot units are the default suite's
 ``CI_CONFIGS`` builds (shared with the bench tests), the encoder's that of
 ``tests/test_encoder_unit.py``.
@@ -51,8 +51,9 @@ def encoded():
     return x, w, q, r
 
 
-@pytest.mark.parametrize("residual, stages, lanes", [("none", 3, 16), ("2:4", 1, 16)])
-def test_bf16_to_fp32_through_rtl(encoded, residual, stages, lanes):
+@pytest.mark.parametrize("residual, stages, lanes, accum", [("none", 3, 16, "window"),
+                                                              ("2:4", 1, 16, "bounded")])
+def test_bf16_to_fp32_through_rtl(encoded, residual, stages, lanes, accum):
     from hif4spec import module_name
     from sim import dot
     from sim.bench.runner import REPO, generate_cached
@@ -77,7 +78,7 @@ def test_bf16_to_fp32_through_rtl(encoded, residual, stages, lanes):
               "w": {k: v[w_idx] for k, v in w_steps.items()},
               "r": None if r_steps is None else {k: v[a_idx] for k, v in r_steps.items()},
               "first": first, "last": last}
-    params = {"residual": residual, "stages": stages, "lanes": lanes}
+    params = {"residual": residual, "stages": stages, "lanes": lanes, "accum": accum}
     module = module_name("hif4", **params)
     verilog, manifest = generate_cached("hif4", params, REPO / "build" / "rtl" / module)
     payload = pack_payloads(manifest, "hif4", residual, stream)

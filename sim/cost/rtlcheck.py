@@ -88,20 +88,21 @@ def random_pattern(n_steps, rng, *, p_gap=0.3, max_gap=4, p_stall=0.4, length=No
     return gaps, ready
 
 
-def check_unit(unit, *, residual="none", stages=None, lanes=None, steps=120, seed=0,
-               p_gap=0.3, p_stall=0.4, sim="verilator"):
+def check_unit(unit, *, residual="none", stages=None, lanes=None, accum=None, steps=120,
+               seed=0, p_gap=0.3, p_stall=0.4, sim="verilator"):
     """Model vs RTL on one random stream with a random stall pattern (an encoder: random
     groups of :mod:`sim.stimulus.encoder`, ``steps`` beats rounded up to whole groups).
 
-    Returns a dict with the model's and the RTL's cycles, the words and whether they agree.
+    ``accum`` is a dot unit's accumulator back end (None: the default). Returns a dict with
+    the model's and the RTL's cycles, the words and whether they agree.
     """
     from hif4spec import module_name, resolve
     from sim.bench import runner as bench_runner
     from sim.stimulus import expected_words, pack_payloads, random_stream, short_loops
     from sim.cyclesim import Stimulus, UnitTiming
 
-    params = resolve(unit, residual, stages, lanes)
-    module = module_name(unit, params["residual"], params["stages"], params["lanes"])
+    params = resolve(unit, residual, stages, lanes, accum)
+    module = module_name(unit, **params)
     verilog, manifest = bench_runner.generate_cached(unit, params,
                                                      BUILD_ROOT / "rtl" / module)
     rng = np.random.default_rng(seed)
