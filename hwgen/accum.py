@@ -142,12 +142,34 @@ def accum_layout(terms):
     return data.StructLayout(fields)
 
 
-def leading_zeros(m, value, width, name="lzc"):
-    """Leading-zero count of ``value`` (``width`` bits): a priority encoder (0 input -> 0)."""
+def leading_zeros(m, value, width, name="lzc", tree=False):
+    """Leading-zero count of ``value`` (``width`` bits; 0 input -> 0).
+
+    The default is a priority chain (depth linear in ``width``); ``tree`` builds the same
+    count as a binary tree of halves (depth logarithmic): a half's count is the upper
+    half's when that has a one, else half the width plus the lower half's.
+    """
     count = Signal(range(width + 1), name=name)
-    for k in range(width):                  # the highest set bit is assigned last and wins
-        with m.If(value[k]):
-            m.d.comb += count.eq(width - 1 - k)
+    if not tree:
+        for k in range(width):              # the highest set bit is assigned last and wins
+            with m.If(value[k]):
+                m.d.comb += count.eq(width - 1 - k)
+        return count
+    size = 1 << max(width - 1, 0).bit_length()
+    padded = Cat(Const(0, size - width), value) if size > width else value
+
+    def node(bits, n):
+        """``(any, count)`` of the ``n`` bits ``bits`` (``n`` a power of two)."""
+        if n == 1:
+            return bits[0], Const(0, 1)
+        h = n // 2
+        any_hi, c_hi = node(bits[h:], h)
+        any_lo, c_lo = node(bits[:h], h)
+        return any_hi | any_lo, Mux(any_hi, c_hi, Cat(c_lo, Const(1, 1)) if h > 1
+                                    else Const(1, 1))
+
+    any_, cnt = node(padded, size)
+    m.d.comb += count.eq(Mux(any_, cnt, 0))
     return count
 
 

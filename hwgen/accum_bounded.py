@@ -8,14 +8,16 @@ for a step of one term (HiF4 without a residual; NVFP4, whose four blocks are pr
 into one term) or of two terms pre-added into one (HiF4 with a residual, below). Why a window of ``N = max(27, M + 1)`` bits is exact, with ``M``
 the wider of the two significands (24 for the accumulator, ``sig_bits`` for the term):
 
-* Both operands are normalized (leading one at the top of ``M`` bits) and the one with the
-  higher leading one, *big* (top weight ``2**pb``), is placed with its leading one at
+* Each operand has a top place at the top of ``M`` bits: the term normalized (its leading
+  one there), the accumulator in its word's alignment (its hidden-bit place there; a
+  subnormal one has leading zeros, and the loop no count or shift before the add). The
+  one with the higher top place, *big* (top weight ``2**pb``), is placed with it at
   window bit ``N - 1``: bit ``i`` weighs ``2**(pb - N + 1 + i)``, and big's lowest bit is
   at bit ``N - M >= 1``. The other, *small*, is shifted right by ``d = pb - ps`` into the
   window; the bits that fall below bit 0 are ORed into bit 0 (a sticky "jam" bit).
 * Near case, ``d <= 1``: small's lowest bit is at ``N - M - d >= 0``, nothing falls out,
   the sum is exact. (Only here can the operands cancel to zero or by more than one bit.)
-* Far case, ``d >= 2``: ``|big| >= 2**pb`` and ``|small| < 2**(pb - 1)``, so the exact sum
+* Far case, ``d >= 2``, big normalized: ``|big| >= 2**pb`` and ``|small| < 2**(pb - 1)``, so the exact sum
   has its leading one at ``pb - 1`` or above. Its rounding boundaries (the FP32 values and
   midpoints near it) are multiples of ``2**(pb - 25)``, or of ``2**-150`` when it is
   subnormal, and both lie at window bit 1 or above (``N >= 27``; a subnormal result has
@@ -26,6 +28,9 @@ the wider of the two significands (24 for the accumulator, ``sig_bits`` for the 
   rounding boundary and no power of two: both round to the same word, and their leading
   ones are at the same place. (27 is the least such N: with 26 the guard bit of a
   result just below ``2**pb`` is the jam bit, and ties go wrong; the tests catch it.)
+* Far case, big a subnormal accumulator (``pb = -126``): ``|sum| < 2**-125``, where the
+  rounding boundaries are multiples of ``2**-150``, at bit 1 (weight at most ``2**-151``)
+  or above: the same interval argument.
 
 Two terms whose exponent fields differ by at most a known ``D`` become one first
 (:class:`PreAdd`): HiF4's main and residual terms have exponents ``Ea + Ew`` and
@@ -177,7 +182,8 @@ class PreAdd(wiring.Component):
 
 
 class Decode(wiring.Component):
-    """Both operands as (sign, normalized ``M``-bit significand, top exponent, zero).
+    """Both operands as (sign, ``M``-bit significand, top exponent, zero): the term
+    normalized, the accumulator in its word's alignment.
 
     Members
     -------
@@ -188,7 +194,8 @@ class Decode(wiring.Component):
     sig, exp : In
         The term's two's complement significand and exponent field.
     a_neg, a_sig, a_top, a_zero, t_neg, t_sig, t_top, t_zero : Out
-        ``x_sig`` has its leading one at bit ``M - 1`` with weight ``2**x_top``.
+        Bit ``M - 1`` of ``x_sig`` weighs ``2**x_top``; it is the term's leading one, and the
+        accumulator's unless the accumulator is subnormal (then ``a_top`` is -126).
     """
 
     def __init__(self, bspec):
@@ -213,23 +220,24 @@ class Decode(wiring.Component):
         m.d.comb += lsb_a.eq(Mux(ef == 0, 1, ef) - 150)
         lsb_t = Signal(signed(E))
         m.d.comb += lsb_t.eq(self.exp - t.bias)
-        for pre, mag, width, lsb, neg in (("a", ma, 24, lsb_a, self.acc[31]),
-                                          ("t", mt, t.sig_bits, lsb_t, self.sig < 0)):
-            ext = Cat(Const(0, M - width), mag) if M > width else mag
-            lz = leading_zeros(m, ext, M, f"{pre}_lz")
-            m.d.comb += [getattr(self, f"{pre}_sig").eq(ext << lz),
-                         getattr(self, f"{pre}_top").eq(lsb + (width - 1) - lz),
-                         getattr(self, f"{pre}_zero").eq(mag == 0),
-                         getattr(self, f"{pre}_neg").eq(neg)]
+        # The accumulator keeps its word's alignment (no count, no shift in the loop): its
+        # hidden-bit place at the top, a subnormal with leading zeros below it.
+        m.d.comb += [self.a_sig.eq(Cat(Const(0, M - 24), ma) if M > 24 else ma),
+                     self.a_top.eq(lsb_a + 23), self.a_zero.eq(ma == 0),
+                     self.a_neg.eq(self.acc[31])]
+        ext = Cat(Const(0, M - t.sig_bits), mt) if M > t.sig_bits else mt
+        lz = leading_zeros(m, ext, M, "t_lz", tree=True)
+        m.d.comb += [self.t_sig.eq(ext << lz), self.t_top.eq(lsb_t + (t.sig_bits - 1) - lz),
+                     self.t_zero.eq(mt == 0), self.t_neg.eq(self.sig < 0)]
         return m
 
     def parts(self):
-        """The term's absolute value, both operands' leading-zero counts and normalising
-        shifts and their top-exponent adds (:mod:`hwgen.parts`)."""
+        """The term's absolute value, leading-zero count and normalising shift, and the
+        top-exponent adds (:mod:`hwgen.parts`)."""
         b = self._b
         M, E = b.sig, b.exp_bits
-        return [Part("neg", (b.term.sig_bits,)), Part("lzc", (M,), 2),
-                Part("shl", (M, M), 2), Part("add", (E,), 4)]
+        return [Part("neg", (b.term.sig_bits,)), Part("lzc", (M,)),
+                Part("shl", (M, M)), Part("add", (E,), 3)]
 
 
 class SwapAlign(wiring.Component):
@@ -241,7 +249,8 @@ class SwapAlign(wiring.Component):
     a_*, t_* : In
         :class:`Decode`'s outputs.
     big, small : Out(N)
-        Window magnitudes; big's leading one at bit ``N - 1`` (0 when both are zero).
+        Window magnitudes; big's top place at bit ``N - 1`` (its leading one, unless big
+        is a subnormal accumulator; 0 when both are zero).
     big_neg, small_neg : Out(1)
     base : Out(signed(E))
         Weight exponent of window bit 0, ``pb - N + 1``.
@@ -262,25 +271,27 @@ class SwapAlign(wiring.Component):
         m = Module()
         b = self._b
         M, N, E = b.sig, b.window, b.exp_bits
+        # Both distances at once; the sign of the first is the compare (no adder after it).
+        d_at, d_ta = Signal(signed(E + 1)), Signal(signed(E + 1))
+        m.d.comb += [d_at.eq(self.a_top - self.t_top), d_ta.eq(self.t_top - self.a_top)]
         a_big = Signal()
-        m.d.comb += a_big.eq(~self.a_zero & (self.t_zero | (self.a_top >= self.t_top)))
+        m.d.comb += a_big.eq(~self.a_zero & (self.t_zero | (d_at >= 0)))
         big_sig, small_sig = Signal(M), Signal(M)
-        big_top, small_top = Signal(signed(E)), Signal(signed(E))
+        big_top = Signal(signed(E))
         small_zero = Signal()
         m.d.comb += [
             big_sig.eq(Mux(a_big, self.a_sig, self.t_sig)),
             small_sig.eq(Mux(a_big, self.t_sig, self.a_sig)),
             big_top.eq(Mux(a_big, self.a_top, self.t_top)),
-            small_top.eq(Mux(a_big, self.t_top, self.a_top)),
             small_zero.eq(Mux(a_big, self.t_zero, self.a_zero)),
             self.big_neg.eq(Mux(a_big, self.a_neg, self.t_neg)),
             self.small_neg.eq(Mux(a_big, self.t_neg, self.a_neg)),
         ]
         dist = Signal(signed(E + 1))
-        m.d.comb += dist.eq(big_top - small_top)
+        m.d.comb += dist.eq(Mux(a_big, d_at, d_ta))
         shift = Signal(range(N + 1))            # a zero small has any top: its bits are 0
         m.d.comb += shift.eq(Mux(small_zero | (dist >= N), N, dist))
-        placed = Cat(Const(0, N - M), small_sig)            # leading one at bit N - 1
+        placed = Cat(Const(0, N - M), small_sig)            # top place at bit N - 1
         wide = Signal(2 * N)
         m.d.comb += wide.eq(Cat(Const(0, N), placed) >> shift)
         kept, lost = wide[N:], wide[:N]
@@ -294,8 +305,8 @@ class SwapAlign(wiring.Component):
         shift of the smaller operand and the window base (:mod:`hwgen.parts`)."""
         b = self._b
         M, N, E = b.sig, b.window, b.exp_bits
-        return [Part("cmp", (E,)), Part("mux", (2, M), 2), Part("mux", (2, E), 2),
-                Part("add", (E + 1,)), Part("shr", (N, N + 1)), Part("add", (E,))]
+        return [Part("add", (E + 1,), 2), Part("mux", (2, M), 2), Part("mux", (2, E)),
+                Part("mux", (2, E + 1)), Part("shr", (N, N + 1)), Part("add", (E,))]
 
 
 class AddSub(wiring.Component):
@@ -318,21 +329,21 @@ class AddSub(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         N = self._n
-        diff = Signal(signed(N + 2))
-        m.d.comb += diff.eq(self.big - self.small)
+        # Both differences at once, the sign of the first choosing (no negation after it).
+        d_bs, d_sb = Signal(signed(N + 2)), Signal(signed(N + 2))
+        m.d.comb += [d_bs.eq(self.big - self.small), d_sb.eq(self.small - self.big)]
         with m.If(self.big_neg == self.small_neg):
             m.d.comb += [self.mag.eq(self.big + self.small), self.neg.eq(self.big_neg)]
-        with m.Elif(diff < 0):
-            m.d.comb += [self.mag.eq(-diff), self.neg.eq(self.small_neg)]
+        with m.Elif(d_bs < 0):
+            m.d.comb += [self.mag.eq(d_sb), self.neg.eq(self.small_neg)]
         with m.Else():
-            m.d.comb += [self.mag.eq(diff), self.neg.eq(self.big_neg)]
+            m.d.comb += [self.mag.eq(d_bs), self.neg.eq(self.big_neg)]
         return m
 
     def parts(self):
-        """The sum, the difference, its negation and the choice (:mod:`hwgen.parts`)."""
+        """The sum, both differences and the choice (:mod:`hwgen.parts`)."""
         N = self._n
-        return [Part("add", (N + 1,)), Part("add", (N + 2,)), Part("neg", (N + 2,)),
-                Part("mux", (2, N + 1))]
+        return [Part("add", (N + 1,)), Part("add", (N + 2,), 2), Part("mux", (2, N + 1))]
 
 
 class RoundAt(wiring.Component):
@@ -355,7 +366,7 @@ class RoundAt(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         W, E = self._w, self._e
-        lz = leading_zeros(m, self.mag, W, "lz")
+        lz = leading_zeros(m, self.mag, W, "lz", tree=True)
         # A left shift by `cap` puts weight 2**-126 at the top bit (bit W - 1); a value
         # below 2**-126 keeps that alignment (subnormal), and a negative cap is a right
         # shift, its lost bits kept as sticky.
@@ -363,10 +374,11 @@ class RoundAt(wiring.Component):
         m.d.comb += cap.eq(self.base + (W - 1) + 126)
         shift = Signal(signed(E + 1))
         m.d.comb += shift.eq(Mux(cap < lz, cap, lz))
+        # A negative shift is cap itself (lz >= 0): the right shift waits for no count.
         right = Signal(range(W + 3))
-        m.d.comb += right.eq(Mux(shift >= 0, 0, Mux(-shift > W + 2, W + 2, -shift)))
+        m.d.comb += right.eq(Mux(cap >= 0, 0, Mux(-cap > W + 2, W + 2, -cap)))
         wide = Signal(2 * W + 2)
-        m.d.comb += wide.eq(Mux(shift >= 0,
+        m.d.comb += wide.eq(Mux(cap >= 0,
                                 Cat(Const(0, W + 2), self.mag << shift[:(W - 1).bit_length()]),
                                 Cat(Const(0, W + 2), self.mag) >> right))
         norm, below = wide[W + 2:], wide[:W + 2].any()

@@ -2463,7 +2463,8 @@ endmodule
 module \hif4_dot_r24_s3_l64_bnd.acc.add (acc, word, step);
   reg \$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire \$1 ;
-  wire [86:0] \$10 ;
+  wire [23:0] \$10 ;
+  wire [86:0] \$11 ;
   wire \$2 ;
   wire \$3 ;
   wire \$4 ;
@@ -2543,18 +2544,18 @@ module \hif4_dot_r24_s3_l64_bnd.acc.add (acc, word, step);
     .big_neg(big_neg),
     .mag(mag),
     .neg(neg),
-    .\port$960$0 (\$10 ),
+    .\port$1312$0 (\$11 ),
     .\small (\small ),
     .small_neg(small_neg)
   );
   \hif4_dot_r24_s3_l64_bnd.acc.add.align  align (
     .a_neg(acc[31]),
-    .a_sig(a_sig),
     .a_top(a_top),
     .a_zero(a_zero),
     .base(base),
     .big_neg(big_neg),
-    .\port$960$0 (\$10 ),
+    .\port$1312$0 (\$11 ),
+    .\port$715$0 (\$10 ),
     .\small (\small ),
     .small_neg(small_neg),
     .t_neg(t_neg),
@@ -2563,11 +2564,11 @@ module \hif4_dot_r24_s3_l64_bnd.acc.add (acc, word, step);
     .t_zero(t_zero)
   );
   \hif4_dot_r24_s3_l64_bnd.acc.add.decode  decode (
-    .a_sig(a_sig),
     .a_top(a_top),
     .a_zero(a_zero),
     .acc(acc),
     .exp(exp),
+    .ma(\$10 ),
     .sig(sig),
     .t_neg(t_neg),
     .t_sig(t_sig),
@@ -2604,15 +2605,16 @@ module \hif4_dot_r24_s3_l64_bnd.acc.add (acc, word, step);
   assign zero_acc = step[60];
   assign a_neg = acc[31];
   assign \a_neg$10  = acc[31];
-  assign \a_sig$12  = a_sig;
+  assign a_sig = { \$10 , 63'h0000000000000000 };
+  assign \a_sig$12  = { \$10 , 63'h0000000000000000 };
   assign \a_top$14  = a_top;
   assign \a_zero$16  = a_zero;
   assign \t_neg$18  = t_neg;
   assign \t_sig$20  = t_sig;
   assign \t_top$22  = t_top;
   assign \t_zero$24  = t_zero;
-  assign big = { \$10 , 1'h0 };
-  assign \big$26  = { \$10 , 1'h0 };
+  assign big = { \$11 , 1'h0 };
+  assign \big$26  = { \$11 , 1'h0 };
   assign \small$28  = \small ;
   assign \big_neg$30  = big_neg;
   assign \small_neg$32  = small_neg;
@@ -2636,39 +2638,40 @@ module \hif4_dot_r24_s3_l64_bnd.acc.add (acc, word, step);
 endmodule
 
 (* generator = "Amaranth" *)
-module \hif4_dot_r24_s3_l64_bnd.acc.add.addsub (big_neg, small_neg, \small , mag, neg, \port$960$0 );
+module \hif4_dot_r24_s3_l64_bnd.acc.add.addsub (big_neg, small_neg, \small , mag, neg, \port$1312$0 );
   reg \$auto$verilog_backend.cc:2355:dump_module$3  = 0;
   wire [88:0] \$1 ;
-  wire \$2 ;
+  wire [88:0] \$2 ;
   wire \$3 ;
-  wire [88:0] \$4 ;
-  wire [90:0] \$5 ;
+  wire \$4 ;
+  wire [88:0] \$5 ;
+  wire [89:0] \$signal ;
   wire [87:0] big;
   input big_neg;
   wire big_neg;
-  wire [89:0] diff;
+  wire [89:0] d_sb;
   output [88:0] mag;
   reg [88:0] mag;
   output neg;
   reg neg;
-  input [86:0] \port$960$0 ;
-  wire [86:0] \port$960$0 ;
+  input [86:0] \port$1312$0 ;
+  wire [86:0] \port$1312$0 ;
   input [87:0] \small ;
   wire [87:0] \small ;
   input small_neg;
   wire small_neg;
-  assign \$5  = - $signed(\$1 );
-  assign \$1  = { \port$960$0 , 1'h0 } - \small ;
-  assign \$2  = big_neg == small_neg;
-  assign \$3  = $signed(\$1 ) < $signed(1'h0);
-  assign \$4  = { \port$960$0 , 1'h0 } + \small ;
+  assign \$5  = { \port$1312$0 , 1'h0 } + \small ;
+  assign \$1  = { \port$1312$0 , 1'h0 } - \small ;
+  assign \$2  = \small  - { \port$1312$0 , 1'h0 };
+  assign \$3  = big_neg == small_neg;
+  assign \$4  = $signed(\$1 ) < $signed(1'h0);
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
-    if (\$2 ) begin
-      mag = \$4 ;
-    end else if (\$3 ) begin
-      mag = \$5 [88:0];
+    if (\$3 ) begin
+      mag = \$5 ;
+    end else if (\$4 ) begin
+      mag = \$2 ;
     end else begin
       mag = \$1 ;
     end
@@ -2676,20 +2679,21 @@ module \hif4_dot_r24_s3_l64_bnd.acc.add.addsub (big_neg, small_neg, \small , mag
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
-    if (\$2 ) begin
+    if (\$3 ) begin
       neg = big_neg;
-    end else if (\$3 ) begin
+    end else if (\$4 ) begin
       neg = small_neg;
     end else begin
       neg = big_neg;
     end
   end
-  assign diff = { \$1 [88], \$1  };
-  assign big = { \port$960$0 , 1'h0 };
+  assign \$signal  = { \$1 [88], \$1  };
+  assign big = { \port$1312$0 , 1'h0 };
+  assign d_sb = { \$2 [88], \$2  };
 endmodule
 
 (* generator = "Amaranth" *)
-module \hif4_dot_r24_s3_l64_bnd.acc.add.align (a_top, a_zero, t_sig, t_top, t_zero, t_neg, \port$960$0 , big_neg, small_neg, \small , base, a_neg, a_sig);
+module \hif4_dot_r24_s3_l64_bnd.acc.add.align (a_top, a_zero, t_sig, t_top, t_zero, t_neg, \port$1312$0 , big_neg, small_neg, \small , base, a_neg, \port$715$0 );
   wire \$1 ;
   wire \$2 ;
   wire \$3 ;
@@ -2698,12 +2702,11 @@ module \hif4_dot_r24_s3_l64_bnd.acc.add.align (a_top, a_zero, t_sig, t_top, t_ze
   wire [10:0] \$6 ;
   wire \$7 ;
   wire [10:0] \$8 ;
-  wire [86:0] \$signal ;
-  wire [9:0] \$signal$9 ;
+  wire [10:0] \$signal ;
+  wire [86:0] \$signal$7 ;
   wire a_big;
   input a_neg;
   wire a_neg;
-  input [86:0] a_sig;
   wire [86:0] a_sig;
   input [9:0] a_top;
   wire [9:0] a_top;
@@ -2714,16 +2717,19 @@ module \hif4_dot_r24_s3_l64_bnd.acc.add.align (a_top, a_zero, t_sig, t_top, t_ze
   wire [87:0] big;
   output big_neg;
   wire big_neg;
+  wire [9:0] big_top;
+  wire [10:0] d_ta;
   wire [10:0] \dist ;
-  output [86:0] \port$960$0 ;
-  wire [86:0] \port$960$0 ;
+  output [86:0] \port$1312$0 ;
+  wire [86:0] \port$1312$0 ;
+  input [23:0] \port$715$0 ;
+  wire [23:0] \port$715$0 ;
   wire [6:0] shift;
   output [87:0] \small ;
   wire [87:0] \small ;
   output small_neg;
   wire small_neg;
   wire [86:0] small_sig;
-  wire [9:0] small_top;
   wire small_zero;
   input t_neg;
   wire t_neg;
@@ -2734,51 +2740,623 @@ module \hif4_dot_r24_s3_l64_bnd.acc.add.align (a_top, a_zero, t_sig, t_top, t_ze
   input t_zero;
   wire t_zero;
   wire [175:0] wide;
-  assign \$2  = $signed(a_top) >= $signed(t_top);
+  assign d_ta = $signed(t_top) - $signed(a_top);
+  assign \$1  = ~ a_zero;
+  assign \$2  = $signed(\$signal ) >= $signed(1'h0);
   assign \$3  = t_zero | \$2 ;
   assign a_big = \$1  & \$3 ;
-  assign \$signal  = a_big ? a_sig : t_sig;
-  assign small_sig = a_big ? t_sig : a_sig;
-  assign \$signal$9  = a_big ? a_top : t_top;
-  assign small_top = a_big ? t_top : a_top;
+  assign \$signal$7  = a_big ? { \port$715$0 , 63'h0000000000000000 } : t_sig;
+  assign small_sig = a_big ? t_sig : { \port$715$0 , 63'h0000000000000000 };
+  assign big_top = a_big ? a_top : t_top;
   assign small_zero = a_big ? t_zero : a_zero;
   assign big_neg = a_big ? a_neg : t_neg;
   assign small_neg = a_big ? t_neg : a_neg;
-  assign \dist  = $signed(\$signal$9 ) - $signed(small_top);
+  assign \dist  = a_big ? \$signal  : d_ta;
   assign \$4  = $signed(\dist ) >= $signed(8'h58);
   assign \$5  = small_zero | \$4 ;
   assign \$6  = \$5  ? 11'h058 : \dist ;
   assign wide = { small_sig, 89'h00000000000000000000000 } >> \$6 [6:0];
   assign \$7  = | wide[87:0];
   assign \small  = wide[175:88] | { 87'h0000000000000000000000, \$7  };
-  assign \$8  = $signed(\$signal$9 ) - $signed(8'h57);
-  assign \$1  = ~ a_zero;
+  assign \$8  = $signed(big_top) - $signed(8'h57);
+  assign \$signal  = $signed(a_top) - $signed(t_top);
+  assign a_sig = { \port$715$0 , 63'h0000000000000000 };
   assign shift = \$6 [6:0];
-  assign big = { \$signal , 1'h0 };
-  assign \port$960$0  = \$signal ;
+  assign big = { \$signal$7 , 1'h0 };
+  assign \port$1312$0  = \$signal$7 ;
   assign base = \$8 [9:0];
 endmodule
 
 (* generator = "Amaranth" *)
-module \hif4_dot_r24_s3_l64_bnd.acc.add.decode (a_top, a_zero, t_sig, t_top, t_zero, t_neg, sig, exp, zero_acc, acc, a_sig);
-  reg \$auto$verilog_backend.cc:2355:dump_module$4  = 0;
+module \hif4_dot_r24_s3_l64_bnd.acc.add.decode (a_top, a_zero, t_sig, t_top, t_zero, t_neg, sig, exp, zero_acc, acc, ma);
   wire \$1 ;
-  wire [10:0] \$10 ;
-  wire [11:0] \$11 ;
-  wire [213:0] \$12 ;
-  wire [10:0] \$13 ;
-  wire [11:0] \$14 ;
+  wire \$10 ;
+  wire \$100 ;
+  wire \$101 ;
+  wire \$102 ;
+  wire \$103 ;
+  wire \$104 ;
+  wire \$105 ;
+  wire \$106 ;
+  wire \$107 ;
+  wire \$108 ;
+  wire \$109 ;
+  wire \$11 ;
+  wire \$110 ;
+  wire \$111 ;
+  wire \$112 ;
+  wire \$113 ;
+  wire \$114 ;
+  wire \$115 ;
+  wire \$116 ;
+  wire \$117 ;
+  wire \$118 ;
+  wire \$119 ;
+  wire \$12 ;
+  wire \$120 ;
+  wire \$121 ;
+  wire \$122 ;
+  wire \$123 ;
+  wire \$124 ;
+  wire \$125 ;
+  wire \$126 ;
+  wire \$127 ;
+  wire \$128 ;
+  wire \$129 ;
+  wire \$13 ;
+  wire \$130 ;
+  wire \$131 ;
+  wire \$132 ;
+  wire \$133 ;
+  wire \$134 ;
+  wire \$135 ;
+  wire \$136 ;
+  wire \$137 ;
+  wire \$138 ;
+  wire \$139 ;
+  wire \$14 ;
+  wire \$140 ;
+  wire \$141 ;
+  wire \$142 ;
+  wire \$143 ;
+  wire \$144 ;
+  wire \$145 ;
+  wire \$146 ;
+  wire \$147 ;
+  wire \$148 ;
+  wire \$149 ;
+  wire \$15 ;
+  wire \$150 ;
+  wire \$151 ;
+  wire \$152 ;
+  wire \$153 ;
+  wire \$154 ;
+  wire \$155 ;
+  wire \$156 ;
+  wire \$157 ;
+  wire \$158 ;
+  wire \$159 ;
+  wire \$16 ;
+  wire \$160 ;
+  wire \$161 ;
+  wire \$162 ;
+  wire \$163 ;
+  wire \$164 ;
+  wire \$165 ;
+  wire \$166 ;
+  wire \$167 ;
+  wire \$168 ;
+  wire \$169 ;
+  wire \$17 ;
+  wire \$170 ;
+  wire \$171 ;
+  wire \$172 ;
+  wire \$173 ;
+  wire \$174 ;
+  wire \$175 ;
+  wire \$176 ;
+  wire \$177 ;
+  wire \$178 ;
+  wire \$179 ;
+  wire \$18 ;
+  wire \$180 ;
+  wire \$181 ;
+  wire \$182 ;
+  wire \$183 ;
+  wire \$184 ;
+  wire \$185 ;
+  wire \$186 ;
+  wire \$187 ;
+  wire \$188 ;
+  wire \$189 ;
+  wire \$19 ;
+  wire \$190 ;
+  wire \$191 ;
+  wire \$192 ;
+  wire \$193 ;
+  wire \$194 ;
+  wire \$195 ;
+  wire \$196 ;
+  wire \$197 ;
+  wire \$198 ;
+  wire \$199 ;
   wire \$2 ;
+  wire \$20 ;
+  wire \$200 ;
+  wire \$201 ;
+  wire \$202 ;
+  wire \$203 ;
+  wire \$204 ;
+  wire \$205 ;
+  wire \$206 ;
+  wire \$207 ;
+  wire \$208 ;
+  wire \$209 ;
+  wire \$21 ;
+  wire \$210 ;
+  wire \$211 ;
+  wire \$212 ;
+  wire \$213 ;
+  wire \$214 ;
+  wire \$215 ;
+  wire \$216 ;
+  wire \$217 ;
+  wire \$218 ;
+  wire \$219 ;
+  wire \$22 ;
+  wire \$220 ;
+  wire \$221 ;
+  wire \$222 ;
+  wire \$223 ;
+  wire \$224 ;
+  wire \$225 ;
+  wire \$226 ;
+  wire \$227 ;
+  wire \$228 ;
+  wire \$229 ;
+  wire \$23 ;
+  wire \$230 ;
+  wire \$231 ;
+  wire \$232 ;
+  wire \$233 ;
+  wire \$234 ;
+  wire \$235 ;
+  wire \$236 ;
+  wire \$237 ;
+  wire \$238 ;
+  wire \$239 ;
+  wire \$24 ;
+  wire \$240 ;
+  wire \$241 ;
+  wire \$242 ;
+  wire \$243 ;
+  wire \$244 ;
+  wire \$245 ;
+  wire \$246 ;
+  wire \$247 ;
+  wire \$248 ;
+  wire \$249 ;
+  wire \$25 ;
+  wire \$250 ;
+  wire \$251 ;
+  wire \$252 ;
+  wire \$253 ;
+  wire \$254 ;
+  wire \$255 ;
+  wire \$256 ;
+  wire \$257 ;
+  wire \$258 ;
+  wire [1:0] \$259 ;
+  wire \$26 ;
+  wire \$260 ;
+  wire \$261 ;
+  wire \$262 ;
+  wire [1:0] \$263 ;
+  wire [2:0] \$264 ;
+  wire \$265 ;
+  wire \$266 ;
+  wire \$267 ;
+  wire \$268 ;
+  wire \$269 ;
+  wire \$27 ;
+  wire \$270 ;
+  wire [1:0] \$271 ;
+  wire \$272 ;
+  wire \$273 ;
+  wire \$274 ;
+  wire [1:0] \$275 ;
+  wire [2:0] \$276 ;
+  wire [3:0] \$277 ;
+  wire \$278 ;
+  wire \$279 ;
+  wire \$28 ;
+  wire \$280 ;
+  wire \$281 ;
+  wire \$282 ;
+  wire \$283 ;
+  wire \$284 ;
+  wire \$285 ;
+  wire \$286 ;
+  wire \$287 ;
+  wire \$288 ;
+  wire \$289 ;
+  wire \$29 ;
+  wire \$290 ;
+  wire [1:0] \$291 ;
+  wire \$292 ;
+  wire \$293 ;
+  wire \$294 ;
+  wire [1:0] \$295 ;
+  wire [2:0] \$296 ;
+  wire \$297 ;
+  wire \$298 ;
+  wire \$299 ;
   wire [87:0] \$3 ;
+  wire \$30 ;
+  wire \$300 ;
+  wire \$301 ;
+  wire \$302 ;
+  wire [1:0] \$303 ;
+  wire \$304 ;
+  wire \$305 ;
+  wire \$306 ;
+  wire [1:0] \$307 ;
+  wire [2:0] \$308 ;
+  wire [3:0] \$309 ;
+  wire \$31 ;
+  wire [4:0] \$310 ;
+  wire \$311 ;
+  wire \$312 ;
+  wire \$313 ;
+  wire \$314 ;
+  wire \$315 ;
+  wire \$316 ;
+  wire \$317 ;
+  wire \$318 ;
+  wire \$319 ;
+  wire \$32 ;
+  wire \$320 ;
+  wire \$321 ;
+  wire \$322 ;
+  wire \$323 ;
+  wire \$324 ;
+  wire \$325 ;
+  wire \$326 ;
+  wire \$327 ;
+  wire \$328 ;
+  wire \$329 ;
+  wire \$33 ;
+  wire \$330 ;
+  wire \$331 ;
+  wire \$332 ;
+  wire \$333 ;
+  wire \$334 ;
+  wire \$335 ;
+  wire \$336 ;
+  wire \$337 ;
+  wire \$338 ;
+  wire [1:0] \$339 ;
+  wire \$34 ;
+  wire \$340 ;
+  wire \$341 ;
+  wire \$342 ;
+  wire [1:0] \$343 ;
+  wire [2:0] \$344 ;
+  wire \$345 ;
+  wire \$346 ;
+  wire \$347 ;
+  wire \$348 ;
+  wire \$349 ;
+  wire \$35 ;
+  wire \$350 ;
+  wire [1:0] \$351 ;
+  wire \$352 ;
+  wire \$353 ;
+  wire \$354 ;
+  wire [1:0] \$355 ;
+  wire [2:0] \$356 ;
+  wire [3:0] \$357 ;
+  wire \$358 ;
+  wire \$359 ;
+  wire \$36 ;
+  wire \$360 ;
+  wire \$361 ;
+  wire \$362 ;
+  wire \$363 ;
+  wire \$364 ;
+  wire \$365 ;
+  wire \$366 ;
+  wire \$367 ;
+  wire \$368 ;
+  wire \$369 ;
+  wire \$37 ;
+  wire \$370 ;
+  wire [1:0] \$371 ;
+  wire \$372 ;
+  wire \$373 ;
+  wire \$374 ;
+  wire [1:0] \$375 ;
+  wire [2:0] \$376 ;
+  wire \$377 ;
+  wire \$378 ;
+  wire \$379 ;
+  wire \$38 ;
+  wire \$380 ;
+  wire \$381 ;
+  wire \$382 ;
+  wire [1:0] \$383 ;
+  wire \$384 ;
+  wire \$385 ;
+  wire \$386 ;
+  wire [1:0] \$387 ;
+  wire [2:0] \$388 ;
+  wire [3:0] \$389 ;
+  wire \$39 ;
+  wire [4:0] \$390 ;
+  wire [5:0] \$391 ;
+  wire \$392 ;
+  wire \$393 ;
+  wire \$394 ;
+  wire \$395 ;
+  wire \$396 ;
+  wire \$397 ;
+  wire \$398 ;
+  wire \$399 ;
   wire [87:0] \$4 ;
+  wire \$40 ;
+  wire \$400 ;
+  wire \$401 ;
+  wire \$402 ;
+  wire \$403 ;
+  wire \$404 ;
+  wire \$405 ;
+  wire \$406 ;
+  wire \$407 ;
+  wire \$408 ;
+  wire \$409 ;
+  wire \$41 ;
+  wire \$410 ;
+  wire \$411 ;
+  wire \$412 ;
+  wire \$413 ;
+  wire \$414 ;
+  wire \$415 ;
+  wire \$416 ;
+  wire \$417 ;
+  wire \$418 ;
+  wire \$419 ;
+  wire \$42 ;
+  wire \$420 ;
+  wire \$421 ;
+  wire \$422 ;
+  wire \$423 ;
+  wire \$424 ;
+  wire \$425 ;
+  wire \$426 ;
+  wire \$427 ;
+  wire \$428 ;
+  wire \$429 ;
+  wire \$43 ;
+  wire \$430 ;
+  wire \$431 ;
+  wire \$432 ;
+  wire \$433 ;
+  wire \$434 ;
+  wire \$435 ;
+  wire \$436 ;
+  wire \$437 ;
+  wire \$438 ;
+  wire \$439 ;
+  wire \$44 ;
+  wire \$440 ;
+  wire \$441 ;
+  wire \$442 ;
+  wire \$443 ;
+  wire \$444 ;
+  wire \$445 ;
+  wire \$446 ;
+  wire \$447 ;
+  wire \$448 ;
+  wire \$449 ;
+  wire \$45 ;
+  wire \$450 ;
+  wire [1:0] \$451 ;
+  wire \$452 ;
+  wire \$453 ;
+  wire \$454 ;
+  wire [1:0] \$455 ;
+  wire [2:0] \$456 ;
+  wire \$457 ;
+  wire \$458 ;
+  wire \$459 ;
+  wire \$46 ;
+  wire \$460 ;
+  wire \$461 ;
+  wire \$462 ;
+  wire [1:0] \$463 ;
+  wire \$464 ;
+  wire \$465 ;
+  wire \$466 ;
+  wire [1:0] \$467 ;
+  wire [2:0] \$468 ;
+  wire [3:0] \$469 ;
+  wire \$47 ;
+  wire \$470 ;
+  wire \$471 ;
+  wire \$472 ;
+  wire \$473 ;
+  wire \$474 ;
+  wire \$475 ;
+  wire \$476 ;
+  wire \$477 ;
+  wire \$478 ;
+  wire \$479 ;
+  wire \$48 ;
+  wire \$480 ;
+  wire \$481 ;
+  wire \$482 ;
+  wire [1:0] \$483 ;
+  wire \$484 ;
+  wire \$485 ;
+  wire \$486 ;
+  wire [1:0] \$487 ;
+  wire [2:0] \$488 ;
+  wire \$489 ;
+  wire \$49 ;
+  wire \$490 ;
+  wire \$491 ;
+  wire \$492 ;
+  wire \$493 ;
+  wire \$494 ;
+  wire [1:0] \$495 ;
+  wire \$496 ;
+  wire \$497 ;
+  wire \$498 ;
+  wire [1:0] \$499 ;
   wire \$5 ;
+  wire \$50 ;
+  wire [2:0] \$500 ;
+  wire [3:0] \$501 ;
+  wire [4:0] \$502 ;
+  wire \$503 ;
+  wire \$504 ;
+  wire \$505 ;
+  wire \$506 ;
+  wire \$507 ;
+  wire \$508 ;
+  wire \$509 ;
+  wire \$51 ;
+  wire \$510 ;
+  wire \$511 ;
+  wire \$512 ;
+  wire \$513 ;
+  wire \$514 ;
+  wire \$515 ;
+  wire \$516 ;
+  wire \$517 ;
+  wire \$518 ;
+  wire \$519 ;
+  wire \$52 ;
+  wire \$520 ;
+  wire \$521 ;
+  wire \$522 ;
+  wire \$523 ;
+  wire \$524 ;
+  wire \$525 ;
+  wire \$526 ;
+  wire \$527 ;
+  wire \$528 ;
+  wire \$529 ;
+  wire \$53 ;
+  wire \$530 ;
+  wire [1:0] \$531 ;
+  wire \$532 ;
+  wire \$533 ;
+  wire \$534 ;
+  wire [1:0] \$535 ;
+  wire [2:0] \$536 ;
+  wire \$537 ;
+  wire \$538 ;
+  wire \$539 ;
+  wire \$54 ;
+  wire \$540 ;
+  wire \$541 ;
+  wire \$542 ;
+  wire [1:0] \$543 ;
+  wire \$544 ;
+  wire \$545 ;
+  wire \$546 ;
+  wire [1:0] \$547 ;
+  wire [2:0] \$548 ;
+  wire [3:0] \$549 ;
+  wire \$55 ;
+  wire \$550 ;
+  wire \$551 ;
+  wire \$552 ;
+  wire \$553 ;
+  wire \$554 ;
+  wire \$555 ;
+  wire \$556 ;
+  wire \$557 ;
+  wire \$558 ;
+  wire \$559 ;
+  wire \$56 ;
+  wire \$560 ;
+  wire \$561 ;
+  wire \$562 ;
+  wire [1:0] \$563 ;
+  wire \$564 ;
+  wire \$565 ;
+  wire \$566 ;
+  wire [1:0] \$567 ;
+  wire [2:0] \$568 ;
+  wire \$569 ;
+  wire \$57 ;
+  wire \$570 ;
+  wire \$571 ;
+  wire \$572 ;
+  wire \$573 ;
+  wire \$574 ;
+  wire [1:0] \$575 ;
+  wire \$576 ;
+  wire \$577 ;
+  wire \$578 ;
+  wire [1:0] \$579 ;
+  wire \$58 ;
+  wire [2:0] \$580 ;
+  wire [3:0] \$581 ;
+  wire [4:0] \$582 ;
+  wire [5:0] \$583 ;
+  wire [6:0] \$584 ;
+  wire [213:0] \$585 ;
+  wire [10:0] \$586 ;
+  wire [11:0] \$587 ;
+  wire \$59 ;
   wire [7:0] \$6 ;
+  wire \$60 ;
+  wire \$61 ;
+  wire \$62 ;
+  wire \$63 ;
+  wire \$64 ;
+  wire \$65 ;
+  wire \$66 ;
+  wire \$67 ;
+  wire \$68 ;
+  wire \$69 ;
   wire [8:0] \$7 ;
+  wire \$70 ;
+  wire \$71 ;
+  wire \$72 ;
+  wire \$73 ;
+  wire \$74 ;
+  wire \$75 ;
+  wire \$76 ;
+  wire \$77 ;
+  wire \$78 ;
+  wire \$79 ;
   wire [7:0] \$8 ;
-  wire [213:0] \$9 ;
-  reg [6:0] a_lz;
+  wire \$80 ;
+  wire \$81 ;
+  wire \$82 ;
+  wire \$83 ;
+  wire \$84 ;
+  wire \$85 ;
+  wire \$86 ;
+  wire \$87 ;
+  wire \$88 ;
+  wire \$89 ;
+  wire [10:0] \$9 ;
+  wire \$90 ;
+  wire \$91 ;
+  wire \$92 ;
+  wire \$93 ;
+  wire \$94 ;
+  wire \$95 ;
+  wire \$96 ;
+  wire \$97 ;
+  wire \$98 ;
+  wire \$99 ;
   wire a_neg;
-  output [86:0] a_sig;
   wire [86:0] a_sig;
   output [9:0] a_top;
   wire [9:0] a_top;
@@ -2790,11 +3368,12 @@ module \hif4_dot_r24_s3_l64_bnd.acc.add.decode (a_top, a_zero, t_sig, t_top, t_z
   wire [6:0] exp;
   wire [9:0] lsb_a;
   wire [9:0] lsb_t;
+  output [23:0] ma;
   wire [23:0] ma;
   wire [86:0] mt;
   input [86:0] sig;
   wire [86:0] sig;
-  reg [6:0] t_lz;
+  wire [6:0] t_lz;
   output t_neg;
   wire t_neg;
   output [86:0] t_sig;
@@ -2805,6 +3384,84 @@ module \hif4_dot_r24_s3_l64_bnd.acc.add.decode (a_top, a_zero, t_sig, t_top, t_z
   wire t_zero;
   input zero_acc;
   wire zero_acc;
+  assign \$412  = \$410  | \$411 ;
+  assign \$413  = \$409  | \$412 ;
+  assign \$422  = \$406  | \$421 ;
+  assign \$423  = \$4 [22] | \$4 [21];
+  assign \$424  = \$4 [20] | \$4 [19];
+  assign \$425  = \$423  | \$424 ;
+  assign \$426  = \$4 [18] | \$4 [17];
+  assign \$427  = \$4 [16] | \$4 [15];
+  assign \$428  = \$426  | \$427 ;
+  assign \$429  = \$425  | \$428 ;
+  assign \$430  = \$4 [14] | \$4 [13];
+  assign \$431  = \$4 [12] | \$4 [11];
+  assign \$432  = \$430  | \$431 ;
+  assign \$433  = \$4 [10] | \$4 [9];
+  assign \$434  = \$4 [8] | \$4 [7];
+  assign \$435  = \$433  | \$434 ;
+  assign \$436  = \$432  | \$435 ;
+  assign \$437  = \$429  | \$436 ;
+  assign \$438  = \$4 [22] | \$4 [21];
+  assign \$439  = \$4 [20] | \$4 [19];
+  assign \$440  = \$438  | \$439 ;
+  assign \$441  = \$4 [18] | \$4 [17];
+  assign \$442  = \$4 [16] | \$4 [15];
+  assign \$443  = \$441  | \$442 ;
+  assign \$444  = \$440  | \$443 ;
+  assign \$445  = \$4 [22] | \$4 [21];
+  assign \$446  = \$4 [20] | \$4 [19];
+  assign \$447  = \$445  | \$446 ;
+  assign \$448  = \$4 [22] | \$4 [21];
+  assign \$449  = \$4 [22] ? 1'h0 : 1'h1;
+  assign \$450  = \$4 [20] ? 1'h0 : 1'h1;
+  assign \$451  = \$448  ? { 1'h0, \$449  } : { 1'h1, \$450  };
+  assign \$452  = \$4 [18] | \$4 [17];
+  assign \$453  = \$4 [18] ? 1'h0 : 1'h1;
+  assign \$454  = \$4 [16] ? 1'h0 : 1'h1;
+  assign \$455  = \$452  ? { 1'h0, \$453  } : { 1'h1, \$454  };
+  assign \$456  = \$447  ? { 1'h0, \$451  } : { 1'h1, \$455  };
+  assign \$457  = \$4 [14] | \$4 [13];
+  assign \$458  = \$4 [12] | \$4 [11];
+  assign \$459  = \$457  | \$458 ;
+  assign \$460  = \$4 [14] | \$4 [13];
+  assign \$461  = \$4 [14] ? 1'h0 : 1'h1;
+  assign \$462  = \$4 [12] ? 1'h0 : 1'h1;
+  assign \$463  = \$460  ? { 1'h0, \$461  } : { 1'h1, \$462  };
+  assign \$464  = \$4 [10] | \$4 [9];
+  assign \$465  = \$4 [10] ? 1'h0 : 1'h1;
+  assign \$466  = \$4 [8] ? 1'h0 : 1'h1;
+  assign \$467  = \$464  ? { 1'h0, \$465  } : { 1'h1, \$466  };
+  assign \$468  = \$459  ? { 1'h0, \$463  } : { 1'h1, \$467  };
+  assign \$469  = \$444  ? { 1'h0, \$456  } : { 1'h1, \$468  };
+  assign \$470  = \$4 [6] | \$4 [5];
+  assign \$471  = \$4 [4] | \$4 [3];
+  assign \$472  = \$470  | \$471 ;
+  assign \$473  = \$4 [2] | \$4 [1];
+  assign \$475  = \$473  | \$474 ;
+  assign \$476  = \$472  | \$475 ;
+  assign \$477  = \$4 [6] | \$4 [5];
+  assign \$478  = \$4 [4] | \$4 [3];
+  assign \$479  = \$477  | \$478 ;
+  assign \$480  = \$4 [6] | \$4 [5];
+  assign \$481  = \$4 [6] ? 1'h0 : 1'h1;
+  assign \$482  = \$4 [4] ? 1'h0 : 1'h1;
+  assign \$483  = \$480  ? { 1'h0, \$481  } : { 1'h1, \$482  };
+  assign \$484  = \$4 [2] | \$4 [1];
+  assign \$485  = \$4 [2] ? 1'h0 : 1'h1;
+  assign \$486  = \$4 [0] ? 1'h0 : 1'h1;
+  assign \$487  = \$484  ? { 1'h0, \$485  } : { 1'h1, \$486  };
+  assign \$488  = \$479  ? { 1'h0, \$483  } : { 1'h1, \$487  };
+  assign \$501  = \$476  ? { 1'h0, \$488  } : 4'hf;
+  assign \$502  = \$437  ? { 1'h0, \$469  } : { 1'h1, \$501  };
+  assign \$583  = \$422  ? { 1'h0, \$502  } : 6'h3f;
+  assign \$584  = \$199  ? { 1'h0, \$391  } : { 1'h1, \$583  };
+  assign t_lz = \$136  ? \$584  : 7'h00;
+  assign \$585  = \$4 [86:0] << t_lz;
+  assign \$586  = $signed(\$8 ) + $signed(8'h56);
+  assign \$587  = $signed(\$586 ) - $signed({ 1'h0, t_lz });
+  assign t_zero = ! \$4 [86:0];
+  assign t_neg = $signed(sig) < $signed(1'h0);
   assign \$1  = | acc[30:23];
   assign ma = zero_acc ? 24'h000000 : { \$1 , acc[22:0] };
   assign \$2  = $signed(sig) < $signed(1'h0);
@@ -2814,364 +3471,519 @@ module \hif4_dot_r24_s3_l64_bnd.acc.add.decode (a_top, a_zero, t_sig, t_top, t_z
   assign \$6  = \$5  ? 8'h01 : acc[30:23];
   assign \$7  = \$6  - 8'h96;
   assign \$8  = exp - 7'h68;
-  assign \$9  = { ma, 63'h0000000000000000 } << a_lz;
-  assign \$10  = $signed(\$7 ) + $signed(6'h17);
-  assign \$11  = $signed(\$10 ) - $signed({ 1'h0, a_lz });
+  assign \$9  = $signed(\$7 ) + $signed(6'h17);
   assign a_zero = ! ma;
-  assign \$12  = \$4 [86:0] << t_lz;
-  assign \$13  = $signed(\$8 ) + $signed(8'h56);
-  assign \$14  = $signed(\$13 ) - $signed({ 1'h0, t_lz });
-  assign t_zero = ! \$4 [86:0];
-  assign t_neg = $signed(sig) < $signed(1'h0);
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    a_lz = 7'h00;
-    if (ma[0]) begin
-      a_lz = 7'h17;
-    end
-    if (ma[1]) begin
-      a_lz = 7'h16;
-    end
-    if (ma[2]) begin
-      a_lz = 7'h15;
-    end
-    if (ma[3]) begin
-      a_lz = 7'h14;
-    end
-    if (ma[4]) begin
-      a_lz = 7'h13;
-    end
-    if (ma[5]) begin
-      a_lz = 7'h12;
-    end
-    if (ma[6]) begin
-      a_lz = 7'h11;
-    end
-    if (ma[7]) begin
-      a_lz = 7'h10;
-    end
-    if (ma[8]) begin
-      a_lz = 7'h0f;
-    end
-    if (ma[9]) begin
-      a_lz = 7'h0e;
-    end
-    if (ma[10]) begin
-      a_lz = 7'h0d;
-    end
-    if (ma[11]) begin
-      a_lz = 7'h0c;
-    end
-    if (ma[12]) begin
-      a_lz = 7'h0b;
-    end
-    if (ma[13]) begin
-      a_lz = 7'h0a;
-    end
-    if (ma[14]) begin
-      a_lz = 7'h09;
-    end
-    if (ma[15]) begin
-      a_lz = 7'h08;
-    end
-    if (ma[16]) begin
-      a_lz = 7'h07;
-    end
-    if (ma[17]) begin
-      a_lz = 7'h06;
-    end
-    if (ma[18]) begin
-      a_lz = 7'h05;
-    end
-    if (ma[19]) begin
-      a_lz = 7'h04;
-    end
-    if (ma[20]) begin
-      a_lz = 7'h03;
-    end
-    if (ma[21]) begin
-      a_lz = 7'h02;
-    end
-    if (ma[22]) begin
-      a_lz = 7'h01;
-    end
-    if (ma[23]) begin
-      a_lz = 7'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    t_lz = 7'h00;
-    if (\$4 [0]) begin
-      t_lz = 7'h56;
-    end
-    if (\$4 [1]) begin
-      t_lz = 7'h55;
-    end
-    if (\$4 [2]) begin
-      t_lz = 7'h54;
-    end
-    if (\$4 [3]) begin
-      t_lz = 7'h53;
-    end
-    if (\$4 [4]) begin
-      t_lz = 7'h52;
-    end
-    if (\$4 [5]) begin
-      t_lz = 7'h51;
-    end
-    if (\$4 [6]) begin
-      t_lz = 7'h50;
-    end
-    if (\$4 [7]) begin
-      t_lz = 7'h4f;
-    end
-    if (\$4 [8]) begin
-      t_lz = 7'h4e;
-    end
-    if (\$4 [9]) begin
-      t_lz = 7'h4d;
-    end
-    if (\$4 [10]) begin
-      t_lz = 7'h4c;
-    end
-    if (\$4 [11]) begin
-      t_lz = 7'h4b;
-    end
-    if (\$4 [12]) begin
-      t_lz = 7'h4a;
-    end
-    if (\$4 [13]) begin
-      t_lz = 7'h49;
-    end
-    if (\$4 [14]) begin
-      t_lz = 7'h48;
-    end
-    if (\$4 [15]) begin
-      t_lz = 7'h47;
-    end
-    if (\$4 [16]) begin
-      t_lz = 7'h46;
-    end
-    if (\$4 [17]) begin
-      t_lz = 7'h45;
-    end
-    if (\$4 [18]) begin
-      t_lz = 7'h44;
-    end
-    if (\$4 [19]) begin
-      t_lz = 7'h43;
-    end
-    if (\$4 [20]) begin
-      t_lz = 7'h42;
-    end
-    if (\$4 [21]) begin
-      t_lz = 7'h41;
-    end
-    if (\$4 [22]) begin
-      t_lz = 7'h40;
-    end
-    if (\$4 [23]) begin
-      t_lz = 7'h3f;
-    end
-    if (\$4 [24]) begin
-      t_lz = 7'h3e;
-    end
-    if (\$4 [25]) begin
-      t_lz = 7'h3d;
-    end
-    if (\$4 [26]) begin
-      t_lz = 7'h3c;
-    end
-    if (\$4 [27]) begin
-      t_lz = 7'h3b;
-    end
-    if (\$4 [28]) begin
-      t_lz = 7'h3a;
-    end
-    if (\$4 [29]) begin
-      t_lz = 7'h39;
-    end
-    if (\$4 [30]) begin
-      t_lz = 7'h38;
-    end
-    if (\$4 [31]) begin
-      t_lz = 7'h37;
-    end
-    if (\$4 [32]) begin
-      t_lz = 7'h36;
-    end
-    if (\$4 [33]) begin
-      t_lz = 7'h35;
-    end
-    if (\$4 [34]) begin
-      t_lz = 7'h34;
-    end
-    if (\$4 [35]) begin
-      t_lz = 7'h33;
-    end
-    if (\$4 [36]) begin
-      t_lz = 7'h32;
-    end
-    if (\$4 [37]) begin
-      t_lz = 7'h31;
-    end
-    if (\$4 [38]) begin
-      t_lz = 7'h30;
-    end
-    if (\$4 [39]) begin
-      t_lz = 7'h2f;
-    end
-    if (\$4 [40]) begin
-      t_lz = 7'h2e;
-    end
-    if (\$4 [41]) begin
-      t_lz = 7'h2d;
-    end
-    if (\$4 [42]) begin
-      t_lz = 7'h2c;
-    end
-    if (\$4 [43]) begin
-      t_lz = 7'h2b;
-    end
-    if (\$4 [44]) begin
-      t_lz = 7'h2a;
-    end
-    if (\$4 [45]) begin
-      t_lz = 7'h29;
-    end
-    if (\$4 [46]) begin
-      t_lz = 7'h28;
-    end
-    if (\$4 [47]) begin
-      t_lz = 7'h27;
-    end
-    if (\$4 [48]) begin
-      t_lz = 7'h26;
-    end
-    if (\$4 [49]) begin
-      t_lz = 7'h25;
-    end
-    if (\$4 [50]) begin
-      t_lz = 7'h24;
-    end
-    if (\$4 [51]) begin
-      t_lz = 7'h23;
-    end
-    if (\$4 [52]) begin
-      t_lz = 7'h22;
-    end
-    if (\$4 [53]) begin
-      t_lz = 7'h21;
-    end
-    if (\$4 [54]) begin
-      t_lz = 7'h20;
-    end
-    if (\$4 [55]) begin
-      t_lz = 7'h1f;
-    end
-    if (\$4 [56]) begin
-      t_lz = 7'h1e;
-    end
-    if (\$4 [57]) begin
-      t_lz = 7'h1d;
-    end
-    if (\$4 [58]) begin
-      t_lz = 7'h1c;
-    end
-    if (\$4 [59]) begin
-      t_lz = 7'h1b;
-    end
-    if (\$4 [60]) begin
-      t_lz = 7'h1a;
-    end
-    if (\$4 [61]) begin
-      t_lz = 7'h19;
-    end
-    if (\$4 [62]) begin
-      t_lz = 7'h18;
-    end
-    if (\$4 [63]) begin
-      t_lz = 7'h17;
-    end
-    if (\$4 [64]) begin
-      t_lz = 7'h16;
-    end
-    if (\$4 [65]) begin
-      t_lz = 7'h15;
-    end
-    if (\$4 [66]) begin
-      t_lz = 7'h14;
-    end
-    if (\$4 [67]) begin
-      t_lz = 7'h13;
-    end
-    if (\$4 [68]) begin
-      t_lz = 7'h12;
-    end
-    if (\$4 [69]) begin
-      t_lz = 7'h11;
-    end
-    if (\$4 [70]) begin
-      t_lz = 7'h10;
-    end
-    if (\$4 [71]) begin
-      t_lz = 7'h0f;
-    end
-    if (\$4 [72]) begin
-      t_lz = 7'h0e;
-    end
-    if (\$4 [73]) begin
-      t_lz = 7'h0d;
-    end
-    if (\$4 [74]) begin
-      t_lz = 7'h0c;
-    end
-    if (\$4 [75]) begin
-      t_lz = 7'h0b;
-    end
-    if (\$4 [76]) begin
-      t_lz = 7'h0a;
-    end
-    if (\$4 [77]) begin
-      t_lz = 7'h09;
-    end
-    if (\$4 [78]) begin
-      t_lz = 7'h08;
-    end
-    if (\$4 [79]) begin
-      t_lz = 7'h07;
-    end
-    if (\$4 [80]) begin
-      t_lz = 7'h06;
-    end
-    if (\$4 [81]) begin
-      t_lz = 7'h05;
-    end
-    if (\$4 [82]) begin
-      t_lz = 7'h04;
-    end
-    if (\$4 [83]) begin
-      t_lz = 7'h03;
-    end
-    if (\$4 [84]) begin
-      t_lz = 7'h02;
-    end
-    if (\$4 [85]) begin
-      t_lz = 7'h01;
-    end
-    if (\$4 [86]) begin
-      t_lz = 7'h00;
-    end
-  end
+  assign \$10  = \$4 [86] | \$4 [85];
+  assign \$11  = \$4 [84] | \$4 [83];
+  assign \$12  = \$10  | \$11 ;
+  assign \$13  = \$4 [82] | \$4 [81];
+  assign \$14  = \$4 [80] | \$4 [79];
+  assign \$15  = \$13  | \$14 ;
+  assign \$16  = \$12  | \$15 ;
+  assign \$17  = \$4 [78] | \$4 [77];
+  assign \$18  = \$4 [76] | \$4 [75];
+  assign \$19  = \$17  | \$18 ;
+  assign \$20  = \$4 [74] | \$4 [73];
+  assign \$21  = \$4 [72] | \$4 [71];
+  assign \$22  = \$20  | \$21 ;
+  assign \$23  = \$19  | \$22 ;
+  assign \$24  = \$16  | \$23 ;
+  assign \$25  = \$4 [70] | \$4 [69];
+  assign \$26  = \$4 [68] | \$4 [67];
+  assign \$27  = \$25  | \$26 ;
+  assign \$28  = \$4 [66] | \$4 [65];
+  assign \$29  = \$4 [64] | \$4 [63];
+  assign \$30  = \$28  | \$29 ;
+  assign \$31  = \$27  | \$30 ;
+  assign \$32  = \$4 [62] | \$4 [61];
+  assign \$33  = \$4 [60] | \$4 [59];
+  assign \$34  = \$32  | \$33 ;
+  assign \$35  = \$4 [58] | \$4 [57];
+  assign \$36  = \$4 [56] | \$4 [55];
+  assign \$37  = \$35  | \$36 ;
+  assign \$38  = \$34  | \$37 ;
+  assign \$39  = \$31  | \$38 ;
+  assign \$40  = \$24  | \$39 ;
+  assign \$41  = \$4 [54] | \$4 [53];
+  assign \$42  = \$4 [52] | \$4 [51];
+  assign \$43  = \$41  | \$42 ;
+  assign \$44  = \$4 [50] | \$4 [49];
+  assign \$45  = \$4 [48] | \$4 [47];
+  assign \$46  = \$44  | \$45 ;
+  assign \$47  = \$43  | \$46 ;
+  assign \$48  = \$4 [46] | \$4 [45];
+  assign \$49  = \$4 [44] | \$4 [43];
+  assign \$50  = \$48  | \$49 ;
+  assign \$51  = \$4 [42] | \$4 [41];
+  assign \$52  = \$4 [40] | \$4 [39];
+  assign \$53  = \$51  | \$52 ;
+  assign \$54  = \$50  | \$53 ;
+  assign \$55  = \$47  | \$54 ;
+  assign \$56  = \$4 [38] | \$4 [37];
+  assign \$57  = \$4 [36] | \$4 [35];
+  assign \$58  = \$56  | \$57 ;
+  assign \$59  = \$4 [34] | \$4 [33];
+  assign \$60  = \$4 [32] | \$4 [31];
+  assign \$61  = \$59  | \$60 ;
+  assign \$62  = \$58  | \$61 ;
+  assign \$63  = \$4 [30] | \$4 [29];
+  assign \$64  = \$4 [28] | \$4 [27];
+  assign \$65  = \$63  | \$64 ;
+  assign \$66  = \$4 [26] | \$4 [25];
+  assign \$67  = \$4 [24] | \$4 [23];
+  assign \$68  = \$66  | \$67 ;
+  assign \$69  = \$65  | \$68 ;
+  assign \$70  = \$62  | \$69 ;
+  assign \$71  = \$55  | \$70 ;
+  assign \$72  = \$40  | \$71 ;
+  assign \$73  = \$4 [22] | \$4 [21];
+  assign \$74  = \$4 [20] | \$4 [19];
+  assign \$75  = \$73  | \$74 ;
+  assign \$76  = \$4 [18] | \$4 [17];
+  assign \$77  = \$4 [16] | \$4 [15];
+  assign \$78  = \$76  | \$77 ;
+  assign \$79  = \$75  | \$78 ;
+  assign \$80  = \$4 [14] | \$4 [13];
+  assign \$81  = \$4 [12] | \$4 [11];
+  assign \$82  = \$80  | \$81 ;
+  assign \$83  = \$4 [10] | \$4 [9];
+  assign \$84  = \$4 [8] | \$4 [7];
+  assign \$85  = \$83  | \$84 ;
+  assign \$86  = \$82  | \$85 ;
+  assign \$87  = \$79  | \$86 ;
+  assign \$88  = \$4 [6] | \$4 [5];
+  assign \$89  = \$4 [4] | \$4 [3];
+  assign \$90  = \$88  | \$89 ;
+  assign \$91  = \$4 [2] | \$4 [1];
+  assign \$93  = \$91  | \$92 ;
+  assign \$94  = \$90  | \$93 ;
+  assign \$103  = \$87  | \$102 ;
+  assign \$136  = \$72  | \$135 ;
+  assign \$137  = \$4 [86] | \$4 [85];
+  assign \$138  = \$4 [84] | \$4 [83];
+  assign \$139  = \$137  | \$138 ;
+  assign \$140  = \$4 [82] | \$4 [81];
+  assign \$141  = \$4 [80] | \$4 [79];
+  assign \$142  = \$140  | \$141 ;
+  assign \$143  = \$139  | \$142 ;
+  assign \$144  = \$4 [78] | \$4 [77];
+  assign \$145  = \$4 [76] | \$4 [75];
+  assign \$146  = \$144  | \$145 ;
+  assign \$147  = \$4 [74] | \$4 [73];
+  assign \$148  = \$4 [72] | \$4 [71];
+  assign \$149  = \$147  | \$148 ;
+  assign \$150  = \$146  | \$149 ;
+  assign \$151  = \$143  | \$150 ;
+  assign \$152  = \$4 [70] | \$4 [69];
+  assign \$153  = \$4 [68] | \$4 [67];
+  assign \$154  = \$152  | \$153 ;
+  assign \$155  = \$4 [66] | \$4 [65];
+  assign \$156  = \$4 [64] | \$4 [63];
+  assign \$157  = \$155  | \$156 ;
+  assign \$158  = \$154  | \$157 ;
+  assign \$159  = \$4 [62] | \$4 [61];
+  assign \$160  = \$4 [60] | \$4 [59];
+  assign \$161  = \$159  | \$160 ;
+  assign \$162  = \$4 [58] | \$4 [57];
+  assign \$163  = \$4 [56] | \$4 [55];
+  assign \$164  = \$162  | \$163 ;
+  assign \$165  = \$161  | \$164 ;
+  assign \$166  = \$158  | \$165 ;
+  assign \$167  = \$151  | \$166 ;
+  assign \$168  = \$4 [54] | \$4 [53];
+  assign \$169  = \$4 [52] | \$4 [51];
+  assign \$170  = \$168  | \$169 ;
+  assign \$171  = \$4 [50] | \$4 [49];
+  assign \$172  = \$4 [48] | \$4 [47];
+  assign \$173  = \$171  | \$172 ;
+  assign \$174  = \$170  | \$173 ;
+  assign \$175  = \$4 [46] | \$4 [45];
+  assign \$176  = \$4 [44] | \$4 [43];
+  assign \$177  = \$175  | \$176 ;
+  assign \$178  = \$4 [42] | \$4 [41];
+  assign \$179  = \$4 [40] | \$4 [39];
+  assign \$180  = \$178  | \$179 ;
+  assign \$181  = \$177  | \$180 ;
+  assign \$182  = \$174  | \$181 ;
+  assign \$183  = \$4 [38] | \$4 [37];
+  assign \$184  = \$4 [36] | \$4 [35];
+  assign \$185  = \$183  | \$184 ;
+  assign \$186  = \$4 [34] | \$4 [33];
+  assign \$187  = \$4 [32] | \$4 [31];
+  assign \$188  = \$186  | \$187 ;
+  assign \$189  = \$185  | \$188 ;
+  assign \$190  = \$4 [30] | \$4 [29];
+  assign \$191  = \$4 [28] | \$4 [27];
+  assign \$192  = \$190  | \$191 ;
+  assign \$193  = \$4 [26] | \$4 [25];
+  assign \$194  = \$4 [24] | \$4 [23];
+  assign \$195  = \$193  | \$194 ;
+  assign \$196  = \$192  | \$195 ;
+  assign \$197  = \$189  | \$196 ;
+  assign \$198  = \$182  | \$197 ;
+  assign \$199  = \$167  | \$198 ;
+  assign \$200  = \$4 [86] | \$4 [85];
+  assign \$201  = \$4 [84] | \$4 [83];
+  assign \$202  = \$200  | \$201 ;
+  assign \$203  = \$4 [82] | \$4 [81];
+  assign \$204  = \$4 [80] | \$4 [79];
+  assign \$205  = \$203  | \$204 ;
+  assign \$206  = \$202  | \$205 ;
+  assign \$207  = \$4 [78] | \$4 [77];
+  assign \$208  = \$4 [76] | \$4 [75];
+  assign \$209  = \$207  | \$208 ;
+  assign \$210  = \$4 [74] | \$4 [73];
+  assign \$211  = \$4 [72] | \$4 [71];
+  assign \$212  = \$210  | \$211 ;
+  assign \$213  = \$209  | \$212 ;
+  assign \$214  = \$206  | \$213 ;
+  assign \$215  = \$4 [70] | \$4 [69];
+  assign \$216  = \$4 [68] | \$4 [67];
+  assign \$217  = \$215  | \$216 ;
+  assign \$218  = \$4 [66] | \$4 [65];
+  assign \$219  = \$4 [64] | \$4 [63];
+  assign \$220  = \$218  | \$219 ;
+  assign \$221  = \$217  | \$220 ;
+  assign \$222  = \$4 [62] | \$4 [61];
+  assign \$223  = \$4 [60] | \$4 [59];
+  assign \$224  = \$222  | \$223 ;
+  assign \$225  = \$4 [58] | \$4 [57];
+  assign \$226  = \$4 [56] | \$4 [55];
+  assign \$227  = \$225  | \$226 ;
+  assign \$228  = \$224  | \$227 ;
+  assign \$229  = \$221  | \$228 ;
+  assign \$230  = \$214  | \$229 ;
+  assign \$231  = \$4 [86] | \$4 [85];
+  assign \$232  = \$4 [84] | \$4 [83];
+  assign \$233  = \$231  | \$232 ;
+  assign \$234  = \$4 [82] | \$4 [81];
+  assign \$235  = \$4 [80] | \$4 [79];
+  assign \$236  = \$234  | \$235 ;
+  assign \$237  = \$233  | \$236 ;
+  assign \$238  = \$4 [78] | \$4 [77];
+  assign \$239  = \$4 [76] | \$4 [75];
+  assign \$240  = \$238  | \$239 ;
+  assign \$241  = \$4 [74] | \$4 [73];
+  assign \$242  = \$4 [72] | \$4 [71];
+  assign \$243  = \$241  | \$242 ;
+  assign \$244  = \$240  | \$243 ;
+  assign \$245  = \$237  | \$244 ;
+  assign \$246  = \$4 [86] | \$4 [85];
+  assign \$247  = \$4 [84] | \$4 [83];
+  assign \$248  = \$246  | \$247 ;
+  assign \$249  = \$4 [82] | \$4 [81];
+  assign \$250  = \$4 [80] | \$4 [79];
+  assign \$251  = \$249  | \$250 ;
+  assign \$252  = \$248  | \$251 ;
+  assign \$253  = \$4 [86] | \$4 [85];
+  assign \$254  = \$4 [84] | \$4 [83];
+  assign \$255  = \$253  | \$254 ;
+  assign \$256  = \$4 [86] | \$4 [85];
+  assign \$257  = \$4 [86] ? 1'h0 : 1'h1;
+  assign \$258  = \$4 [84] ? 1'h0 : 1'h1;
+  assign \$259  = \$256  ? { 1'h0, \$257  } : { 1'h1, \$258  };
+  assign \$260  = \$4 [82] | \$4 [81];
+  assign \$261  = \$4 [82] ? 1'h0 : 1'h1;
+  assign \$262  = \$4 [80] ? 1'h0 : 1'h1;
+  assign \$263  = \$260  ? { 1'h0, \$261  } : { 1'h1, \$262  };
+  assign \$264  = \$255  ? { 1'h0, \$259  } : { 1'h1, \$263  };
+  assign \$265  = \$4 [78] | \$4 [77];
+  assign \$266  = \$4 [76] | \$4 [75];
+  assign \$267  = \$265  | \$266 ;
+  assign \$268  = \$4 [78] | \$4 [77];
+  assign \$269  = \$4 [78] ? 1'h0 : 1'h1;
+  assign \$270  = \$4 [76] ? 1'h0 : 1'h1;
+  assign \$271  = \$268  ? { 1'h0, \$269  } : { 1'h1, \$270  };
+  assign \$272  = \$4 [74] | \$4 [73];
+  assign \$273  = \$4 [74] ? 1'h0 : 1'h1;
+  assign \$274  = \$4 [72] ? 1'h0 : 1'h1;
+  assign \$275  = \$272  ? { 1'h0, \$273  } : { 1'h1, \$274  };
+  assign \$276  = \$267  ? { 1'h0, \$271  } : { 1'h1, \$275  };
+  assign \$277  = \$252  ? { 1'h0, \$264  } : { 1'h1, \$276  };
+  assign \$278  = \$4 [70] | \$4 [69];
+  assign \$279  = \$4 [68] | \$4 [67];
+  assign \$280  = \$278  | \$279 ;
+  assign \$281  = \$4 [66] | \$4 [65];
+  assign \$282  = \$4 [64] | \$4 [63];
+  assign \$283  = \$281  | \$282 ;
+  assign \$284  = \$280  | \$283 ;
+  assign \$285  = \$4 [70] | \$4 [69];
+  assign \$286  = \$4 [68] | \$4 [67];
+  assign \$287  = \$285  | \$286 ;
+  assign \$288  = \$4 [70] | \$4 [69];
+  assign \$289  = \$4 [70] ? 1'h0 : 1'h1;
+  assign \$290  = \$4 [68] ? 1'h0 : 1'h1;
+  assign \$291  = \$288  ? { 1'h0, \$289  } : { 1'h1, \$290  };
+  assign \$292  = \$4 [66] | \$4 [65];
+  assign \$293  = \$4 [66] ? 1'h0 : 1'h1;
+  assign \$294  = \$4 [64] ? 1'h0 : 1'h1;
+  assign \$295  = \$292  ? { 1'h0, \$293  } : { 1'h1, \$294  };
+  assign \$296  = \$287  ? { 1'h0, \$291  } : { 1'h1, \$295  };
+  assign \$297  = \$4 [62] | \$4 [61];
+  assign \$298  = \$4 [60] | \$4 [59];
+  assign \$299  = \$297  | \$298 ;
+  assign \$300  = \$4 [62] | \$4 [61];
+  assign \$301  = \$4 [62] ? 1'h0 : 1'h1;
+  assign \$302  = \$4 [60] ? 1'h0 : 1'h1;
+  assign \$303  = \$300  ? { 1'h0, \$301  } : { 1'h1, \$302  };
+  assign \$304  = \$4 [58] | \$4 [57];
+  assign \$305  = \$4 [58] ? 1'h0 : 1'h1;
+  assign \$306  = \$4 [56] ? 1'h0 : 1'h1;
+  assign \$307  = \$304  ? { 1'h0, \$305  } : { 1'h1, \$306  };
+  assign \$308  = \$299  ? { 1'h0, \$303  } : { 1'h1, \$307  };
+  assign \$309  = \$284  ? { 1'h0, \$296  } : { 1'h1, \$308  };
+  assign \$310  = \$245  ? { 1'h0, \$277  } : { 1'h1, \$309  };
+  assign \$311  = \$4 [54] | \$4 [53];
+  assign \$312  = \$4 [52] | \$4 [51];
+  assign \$313  = \$311  | \$312 ;
+  assign \$314  = \$4 [50] | \$4 [49];
+  assign \$315  = \$4 [48] | \$4 [47];
+  assign \$316  = \$314  | \$315 ;
+  assign \$317  = \$313  | \$316 ;
+  assign \$318  = \$4 [46] | \$4 [45];
+  assign \$319  = \$4 [44] | \$4 [43];
+  assign \$320  = \$318  | \$319 ;
+  assign \$321  = \$4 [42] | \$4 [41];
+  assign \$322  = \$4 [40] | \$4 [39];
+  assign \$323  = \$321  | \$322 ;
+  assign \$324  = \$320  | \$323 ;
+  assign \$325  = \$317  | \$324 ;
+  assign \$326  = \$4 [54] | \$4 [53];
+  assign \$327  = \$4 [52] | \$4 [51];
+  assign \$328  = \$326  | \$327 ;
+  assign \$329  = \$4 [50] | \$4 [49];
+  assign \$330  = \$4 [48] | \$4 [47];
+  assign \$331  = \$329  | \$330 ;
+  assign \$332  = \$328  | \$331 ;
+  assign \$333  = \$4 [54] | \$4 [53];
+  assign \$334  = \$4 [52] | \$4 [51];
+  assign \$335  = \$333  | \$334 ;
+  assign \$336  = \$4 [54] | \$4 [53];
+  assign \$337  = \$4 [54] ? 1'h0 : 1'h1;
+  assign \$338  = \$4 [52] ? 1'h0 : 1'h1;
+  assign \$339  = \$336  ? { 1'h0, \$337  } : { 1'h1, \$338  };
+  assign \$340  = \$4 [50] | \$4 [49];
+  assign \$341  = \$4 [50] ? 1'h0 : 1'h1;
+  assign \$342  = \$4 [48] ? 1'h0 : 1'h1;
+  assign \$343  = \$340  ? { 1'h0, \$341  } : { 1'h1, \$342  };
+  assign \$344  = \$335  ? { 1'h0, \$339  } : { 1'h1, \$343  };
+  assign \$345  = \$4 [46] | \$4 [45];
+  assign \$346  = \$4 [44] | \$4 [43];
+  assign \$347  = \$345  | \$346 ;
+  assign \$348  = \$4 [46] | \$4 [45];
+  assign \$349  = \$4 [46] ? 1'h0 : 1'h1;
+  assign \$350  = \$4 [44] ? 1'h0 : 1'h1;
+  assign \$351  = \$348  ? { 1'h0, \$349  } : { 1'h1, \$350  };
+  assign \$352  = \$4 [42] | \$4 [41];
+  assign \$353  = \$4 [42] ? 1'h0 : 1'h1;
+  assign \$354  = \$4 [40] ? 1'h0 : 1'h1;
+  assign \$355  = \$352  ? { 1'h0, \$353  } : { 1'h1, \$354  };
+  assign \$356  = \$347  ? { 1'h0, \$351  } : { 1'h1, \$355  };
+  assign \$357  = \$332  ? { 1'h0, \$344  } : { 1'h1, \$356  };
+  assign \$358  = \$4 [38] | \$4 [37];
+  assign \$359  = \$4 [36] | \$4 [35];
+  assign \$360  = \$358  | \$359 ;
+  assign \$361  = \$4 [34] | \$4 [33];
+  assign \$362  = \$4 [32] | \$4 [31];
+  assign \$363  = \$361  | \$362 ;
+  assign \$364  = \$360  | \$363 ;
+  assign \$365  = \$4 [38] | \$4 [37];
+  assign \$366  = \$4 [36] | \$4 [35];
+  assign \$367  = \$365  | \$366 ;
+  assign \$368  = \$4 [38] | \$4 [37];
+  assign \$369  = \$4 [38] ? 1'h0 : 1'h1;
+  assign \$370  = \$4 [36] ? 1'h0 : 1'h1;
+  assign \$371  = \$368  ? { 1'h0, \$369  } : { 1'h1, \$370  };
+  assign \$372  = \$4 [34] | \$4 [33];
+  assign \$373  = \$4 [34] ? 1'h0 : 1'h1;
+  assign \$374  = \$4 [32] ? 1'h0 : 1'h1;
+  assign \$375  = \$372  ? { 1'h0, \$373  } : { 1'h1, \$374  };
+  assign \$376  = \$367  ? { 1'h0, \$371  } : { 1'h1, \$375  };
+  assign \$377  = \$4 [30] | \$4 [29];
+  assign \$378  = \$4 [28] | \$4 [27];
+  assign \$379  = \$377  | \$378 ;
+  assign \$380  = \$4 [30] | \$4 [29];
+  assign \$381  = \$4 [30] ? 1'h0 : 1'h1;
+  assign \$382  = \$4 [28] ? 1'h0 : 1'h1;
+  assign \$383  = \$380  ? { 1'h0, \$381  } : { 1'h1, \$382  };
+  assign \$384  = \$4 [26] | \$4 [25];
+  assign \$385  = \$4 [26] ? 1'h0 : 1'h1;
+  assign \$386  = \$4 [24] ? 1'h0 : 1'h1;
+  assign \$387  = \$384  ? { 1'h0, \$385  } : { 1'h1, \$386  };
+  assign \$388  = \$379  ? { 1'h0, \$383  } : { 1'h1, \$387  };
+  assign \$389  = \$364  ? { 1'h0, \$376  } : { 1'h1, \$388  };
+  assign \$390  = \$325  ? { 1'h0, \$357  } : { 1'h1, \$389  };
+  assign \$391  = \$230  ? { 1'h0, \$310  } : { 1'h1, \$390  };
+  assign \$392  = \$4 [22] | \$4 [21];
+  assign \$393  = \$4 [20] | \$4 [19];
+  assign \$394  = \$392  | \$393 ;
+  assign \$395  = \$4 [18] | \$4 [17];
+  assign \$396  = \$4 [16] | \$4 [15];
+  assign \$397  = \$395  | \$396 ;
+  assign \$398  = \$394  | \$397 ;
+  assign \$399  = \$4 [14] | \$4 [13];
+  assign \$400  = \$4 [12] | \$4 [11];
+  assign \$401  = \$399  | \$400 ;
+  assign \$402  = \$4 [10] | \$4 [9];
+  assign \$403  = \$4 [8] | \$4 [7];
+  assign \$404  = \$402  | \$403 ;
+  assign \$405  = \$401  | \$404 ;
+  assign \$406  = \$398  | \$405 ;
+  assign \$407  = \$4 [6] | \$4 [5];
+  assign \$408  = \$4 [4] | \$4 [3];
+  assign \$409  = \$407  | \$408 ;
+  assign \$410  = \$4 [2] | \$4 [1];
   assign mt = \$4 [86:0];
   assign lsb_a = { \$7 [8], \$7  };
   assign lsb_t = { \$8 [7], \$8 [7], \$8  };
+  assign a_sig = { ma, 63'h0000000000000000 };
   assign a_neg = acc[31];
-  assign a_sig = \$9 [86:0];
-  assign a_top = \$11 [9:0];
-  assign t_sig = \$12 [86:0];
-  assign t_top = \$14 [9:0];
+  assign a_top = \$9 [9:0];
+  assign t_sig = \$585 [86:0];
+  assign t_top = \$587 [9:0];
+  assign \$92  = \$4 [0];
+  assign \$95  = 1'h0;
+  assign \$96  = 1'h0;
+  assign \$97  = 1'h0;
+  assign \$98  = 1'h0;
+  assign \$99  = 1'h0;
+  assign \$100  = 1'h0;
+  assign \$101  = 1'h0;
+  assign \$102  = \$94 ;
+  assign \$104  = 1'h0;
+  assign \$105  = 1'h0;
+  assign \$106  = 1'h0;
+  assign \$107  = 1'h0;
+  assign \$108  = 1'h0;
+  assign \$109  = 1'h0;
+  assign \$110  = 1'h0;
+  assign \$111  = 1'h0;
+  assign \$112  = 1'h0;
+  assign \$113  = 1'h0;
+  assign \$114  = 1'h0;
+  assign \$115  = 1'h0;
+  assign \$116  = 1'h0;
+  assign \$117  = 1'h0;
+  assign \$118  = 1'h0;
+  assign \$119  = 1'h0;
+  assign \$120  = 1'h0;
+  assign \$121  = 1'h0;
+  assign \$122  = 1'h0;
+  assign \$123  = 1'h0;
+  assign \$124  = 1'h0;
+  assign \$125  = 1'h0;
+  assign \$126  = 1'h0;
+  assign \$127  = 1'h0;
+  assign \$128  = 1'h0;
+  assign \$129  = 1'h0;
+  assign \$130  = 1'h0;
+  assign \$131  = 1'h0;
+  assign \$132  = 1'h0;
+  assign \$133  = 1'h0;
+  assign \$134  = 1'h0;
+  assign \$135  = \$103 ;
+  assign \$411  = \$4 [0];
+  assign \$414  = 1'h0;
+  assign \$415  = 1'h0;
+  assign \$416  = 1'h0;
+  assign \$417  = 1'h0;
+  assign \$418  = 1'h0;
+  assign \$419  = 1'h0;
+  assign \$420  = 1'h0;
+  assign \$421  = \$413 ;
+  assign \$474  = \$4 [0];
+  assign \$489  = 1'h0;
+  assign \$490  = 1'h0;
+  assign \$491  = 1'h0;
+  assign \$492  = 1'h0;
+  assign \$493  = 1'h1;
+  assign \$494  = 1'h1;
+  assign \$495  = 2'h3;
+  assign \$496  = 1'h0;
+  assign \$497  = 1'h1;
+  assign \$498  = 1'h1;
+  assign \$499  = 2'h3;
+  assign \$500  = 3'h7;
+  assign \$503  = 1'h0;
+  assign \$504  = 1'h0;
+  assign \$505  = 1'h0;
+  assign \$506  = 1'h0;
+  assign \$507  = 1'h0;
+  assign \$508  = 1'h0;
+  assign \$509  = 1'h0;
+  assign \$510  = 1'h0;
+  assign \$511  = 1'h0;
+  assign \$512  = 1'h0;
+  assign \$513  = 1'h0;
+  assign \$514  = 1'h0;
+  assign \$515  = 1'h0;
+  assign \$516  = 1'h0;
+  assign \$517  = 1'h0;
+  assign \$518  = 1'h0;
+  assign \$519  = 1'h0;
+  assign \$520  = 1'h0;
+  assign \$521  = 1'h0;
+  assign \$522  = 1'h0;
+  assign \$523  = 1'h0;
+  assign \$524  = 1'h0;
+  assign \$525  = 1'h0;
+  assign \$526  = 1'h0;
+  assign \$527  = 1'h0;
+  assign \$528  = 1'h0;
+  assign \$529  = 1'h1;
+  assign \$530  = 1'h1;
+  assign \$531  = 2'h3;
+  assign \$532  = 1'h0;
+  assign \$533  = 1'h1;
+  assign \$534  = 1'h1;
+  assign \$535  = 2'h3;
+  assign \$536  = 3'h7;
+  assign \$537  = 1'h0;
+  assign \$538  = 1'h0;
+  assign \$539  = 1'h0;
+  assign \$540  = 1'h0;
+  assign \$541  = 1'h1;
+  assign \$542  = 1'h1;
+  assign \$543  = 2'h3;
+  assign \$544  = 1'h0;
+  assign \$545  = 1'h1;
+  assign \$546  = 1'h1;
+  assign \$547  = 2'h3;
+  assign \$548  = 3'h7;
+  assign \$549  = 4'hf;
+  assign \$550  = 1'h0;
+  assign \$551  = 1'h0;
+  assign \$552  = 1'h0;
+  assign \$553  = 1'h0;
+  assign \$554  = 1'h0;
+  assign \$555  = 1'h0;
+  assign \$556  = 1'h0;
+  assign \$557  = 1'h0;
+  assign \$558  = 1'h0;
+  assign \$559  = 1'h0;
+  assign \$560  = 1'h0;
+  assign \$561  = 1'h1;
+  assign \$562  = 1'h1;
+  assign \$563  = 2'h3;
+  assign \$564  = 1'h0;
+  assign \$565  = 1'h1;
+  assign \$566  = 1'h1;
+  assign \$567  = 2'h3;
+  assign \$568  = 3'h7;
+  assign \$569  = 1'h0;
+  assign \$570  = 1'h0;
+  assign \$571  = 1'h0;
+  assign \$572  = 1'h0;
+  assign \$573  = 1'h1;
+  assign \$574  = 1'h1;
+  assign \$575  = 2'h3;
+  assign \$576  = 1'h0;
+  assign \$577  = 1'h1;
+  assign \$578  = 1'h1;
+  assign \$579  = 2'h3;
+  assign \$580  = 3'h7;
+  assign \$581  = 4'hf;
+  assign \$582  = 5'h1f;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -3230,38 +4042,613 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \hif4_dot_r24_s3_l64_bnd.acc.add.round (mag, neg, word, base);
-  reg \$auto$verilog_backend.cc:2355:dump_module$5  = 0;
-  wire [10:0] \$1 ;
+  reg \$auto$verilog_backend.cc:2355:dump_module$4  = 0;
+  wire \$1 ;
   wire \$10 ;
-  wire [215:0] \$11 ;
-  wire [179:0] \$12 ;
-  wire [306:0] \$13 ;
-  wire [10:0] \$14 ;
-  wire [11:0] \$15 ;
-  wire [12:0] \$16 ;
+  wire \$100 ;
+  wire \$101 ;
+  wire \$102 ;
+  wire \$103 ;
+  wire \$104 ;
+  wire \$105 ;
+  wire \$106 ;
+  wire \$107 ;
+  wire \$108 ;
+  wire \$109 ;
+  wire \$11 ;
+  wire \$110 ;
+  wire \$111 ;
+  wire \$112 ;
+  wire \$113 ;
+  wire \$114 ;
+  wire \$115 ;
+  wire \$116 ;
+  wire \$117 ;
+  wire \$118 ;
+  wire \$119 ;
+  wire \$12 ;
+  wire \$120 ;
+  wire \$121 ;
+  wire \$122 ;
+  wire \$123 ;
+  wire \$124 ;
+  wire \$125 ;
+  wire \$126 ;
+  wire \$127 ;
+  wire \$128 ;
+  wire \$129 ;
+  wire \$13 ;
+  wire \$130 ;
+  wire \$131 ;
+  wire \$132 ;
+  wire \$133 ;
+  wire \$134 ;
+  wire \$135 ;
+  wire \$136 ;
+  wire \$137 ;
+  wire \$138 ;
+  wire \$139 ;
+  wire \$14 ;
+  wire \$140 ;
+  wire \$141 ;
+  wire \$142 ;
+  wire \$143 ;
+  wire \$144 ;
+  wire \$145 ;
+  wire \$146 ;
+  wire \$147 ;
+  wire \$148 ;
+  wire \$149 ;
+  wire \$15 ;
+  wire \$150 ;
+  wire \$151 ;
+  wire \$152 ;
+  wire \$153 ;
+  wire \$154 ;
+  wire \$155 ;
+  wire \$156 ;
+  wire \$157 ;
+  wire \$158 ;
+  wire \$159 ;
+  wire \$16 ;
+  wire \$160 ;
+  wire \$161 ;
+  wire \$162 ;
+  wire \$163 ;
+  wire \$164 ;
+  wire \$165 ;
+  wire \$166 ;
+  wire \$167 ;
+  wire \$168 ;
+  wire \$169 ;
   wire \$17 ;
+  wire \$170 ;
+  wire \$171 ;
+  wire \$172 ;
+  wire \$173 ;
+  wire \$174 ;
+  wire \$175 ;
+  wire \$176 ;
+  wire \$177 ;
+  wire \$178 ;
+  wire \$179 ;
   wire \$18 ;
+  wire \$180 ;
+  wire \$181 ;
+  wire \$182 ;
+  wire \$183 ;
+  wire \$184 ;
+  wire \$185 ;
+  wire \$186 ;
+  wire \$187 ;
+  wire \$188 ;
+  wire \$189 ;
   wire \$19 ;
-  wire [11:0] \$2 ;
+  wire \$190 ;
+  wire \$191 ;
+  wire \$192 ;
+  wire \$193 ;
+  wire \$194 ;
+  wire \$195 ;
+  wire \$196 ;
+  wire \$197 ;
+  wire \$198 ;
+  wire \$199 ;
+  wire \$2 ;
   wire \$20 ;
+  wire \$200 ;
+  wire \$201 ;
+  wire \$202 ;
+  wire \$203 ;
+  wire \$204 ;
+  wire \$205 ;
+  wire \$206 ;
+  wire \$207 ;
+  wire \$208 ;
+  wire \$209 ;
   wire \$21 ;
-  wire [12:0] \$22 ;
+  wire \$210 ;
+  wire \$211 ;
+  wire \$212 ;
+  wire \$213 ;
+  wire \$214 ;
+  wire \$215 ;
+  wire \$216 ;
+  wire \$217 ;
+  wire \$218 ;
+  wire \$219 ;
+  wire \$22 ;
+  wire \$220 ;
+  wire \$221 ;
+  wire \$222 ;
+  wire \$223 ;
+  wire \$224 ;
+  wire \$225 ;
+  wire \$226 ;
+  wire \$227 ;
+  wire \$228 ;
+  wire \$229 ;
   wire \$23 ;
+  wire \$230 ;
+  wire \$231 ;
+  wire \$232 ;
+  wire \$233 ;
+  wire \$234 ;
+  wire \$235 ;
+  wire \$236 ;
+  wire \$237 ;
+  wire \$238 ;
+  wire \$239 ;
   wire \$24 ;
+  wire \$240 ;
+  wire \$241 ;
+  wire \$242 ;
+  wire \$243 ;
+  wire \$244 ;
+  wire \$245 ;
+  wire \$246 ;
+  wire \$247 ;
+  wire \$248 ;
+  wire \$249 ;
+  wire \$25 ;
+  wire [1:0] \$250 ;
+  wire \$251 ;
+  wire \$252 ;
+  wire \$253 ;
+  wire [1:0] \$254 ;
+  wire [2:0] \$255 ;
+  wire \$256 ;
+  wire \$257 ;
+  wire \$258 ;
+  wire \$259 ;
+  wire \$26 ;
+  wire \$260 ;
+  wire \$261 ;
+  wire [1:0] \$262 ;
+  wire \$263 ;
+  wire \$264 ;
+  wire \$265 ;
+  wire [1:0] \$266 ;
+  wire [2:0] \$267 ;
+  wire [3:0] \$268 ;
+  wire \$269 ;
+  wire \$27 ;
+  wire \$270 ;
+  wire \$271 ;
+  wire \$272 ;
+  wire \$273 ;
+  wire \$274 ;
+  wire \$275 ;
+  wire \$276 ;
+  wire \$277 ;
+  wire \$278 ;
+  wire \$279 ;
+  wire \$28 ;
+  wire \$280 ;
+  wire \$281 ;
+  wire [1:0] \$282 ;
+  wire \$283 ;
+  wire \$284 ;
+  wire \$285 ;
+  wire [1:0] \$286 ;
+  wire [2:0] \$287 ;
+  wire \$288 ;
+  wire \$289 ;
+  wire \$29 ;
+  wire \$290 ;
+  wire \$291 ;
+  wire \$292 ;
+  wire \$293 ;
+  wire [1:0] \$294 ;
+  wire \$295 ;
+  wire \$296 ;
+  wire \$297 ;
+  wire [1:0] \$298 ;
+  wire [2:0] \$299 ;
   wire \$3 ;
+  wire \$30 ;
+  wire [3:0] \$300 ;
+  wire [4:0] \$301 ;
+  wire \$302 ;
+  wire \$303 ;
+  wire \$304 ;
+  wire \$305 ;
+  wire \$306 ;
+  wire \$307 ;
+  wire \$308 ;
+  wire \$309 ;
+  wire \$31 ;
+  wire \$310 ;
+  wire \$311 ;
+  wire \$312 ;
+  wire \$313 ;
+  wire \$314 ;
+  wire \$315 ;
+  wire \$316 ;
+  wire \$317 ;
+  wire \$318 ;
+  wire \$319 ;
+  wire \$32 ;
+  wire \$320 ;
+  wire \$321 ;
+  wire \$322 ;
+  wire \$323 ;
+  wire \$324 ;
+  wire \$325 ;
+  wire \$326 ;
+  wire \$327 ;
+  wire \$328 ;
+  wire \$329 ;
+  wire \$33 ;
+  wire [1:0] \$330 ;
+  wire \$331 ;
+  wire \$332 ;
+  wire \$333 ;
+  wire [1:0] \$334 ;
+  wire [2:0] \$335 ;
+  wire \$336 ;
+  wire \$337 ;
+  wire \$338 ;
+  wire \$339 ;
+  wire \$34 ;
+  wire \$340 ;
+  wire \$341 ;
+  wire [1:0] \$342 ;
+  wire \$343 ;
+  wire \$344 ;
+  wire \$345 ;
+  wire [1:0] \$346 ;
+  wire [2:0] \$347 ;
+  wire [3:0] \$348 ;
+  wire \$349 ;
+  wire \$35 ;
+  wire \$350 ;
+  wire \$351 ;
+  wire \$352 ;
+  wire \$353 ;
+  wire \$354 ;
+  wire \$355 ;
+  wire \$356 ;
+  wire \$357 ;
+  wire \$358 ;
+  wire \$359 ;
+  wire \$36 ;
+  wire \$360 ;
+  wire \$361 ;
+  wire [1:0] \$362 ;
+  wire \$363 ;
+  wire \$364 ;
+  wire \$365 ;
+  wire [1:0] \$366 ;
+  wire [2:0] \$367 ;
+  wire \$368 ;
+  wire \$369 ;
+  wire \$37 ;
+  wire \$370 ;
+  wire \$371 ;
+  wire \$372 ;
+  wire \$373 ;
+  wire [1:0] \$374 ;
+  wire \$375 ;
+  wire \$376 ;
+  wire \$377 ;
+  wire [1:0] \$378 ;
+  wire [2:0] \$379 ;
+  wire \$38 ;
+  wire [3:0] \$380 ;
+  wire [4:0] \$381 ;
+  wire [5:0] \$382 ;
+  wire \$383 ;
+  wire \$384 ;
+  wire \$385 ;
+  wire \$386 ;
+  wire \$387 ;
+  wire \$388 ;
+  wire \$389 ;
+  wire \$39 ;
+  wire \$390 ;
+  wire \$391 ;
+  wire \$392 ;
+  wire \$393 ;
+  wire \$394 ;
+  wire \$395 ;
+  wire \$396 ;
+  wire \$397 ;
+  wire \$398 ;
+  wire \$399 ;
   wire \$4 ;
-  wire [11:0] \$5 ;
+  wire \$40 ;
+  wire \$400 ;
+  wire \$401 ;
+  wire \$402 ;
+  wire \$403 ;
+  wire \$404 ;
+  wire \$405 ;
+  wire \$406 ;
+  wire \$407 ;
+  wire \$408 ;
+  wire \$409 ;
+  wire \$41 ;
+  wire \$410 ;
+  wire \$411 ;
+  wire \$412 ;
+  wire \$413 ;
+  wire \$414 ;
+  wire \$415 ;
+  wire \$416 ;
+  wire \$417 ;
+  wire \$418 ;
+  wire \$419 ;
+  wire \$42 ;
+  wire \$420 ;
+  wire \$421 ;
+  wire \$422 ;
+  wire \$423 ;
+  wire \$424 ;
+  wire \$425 ;
+  wire \$426 ;
+  wire \$427 ;
+  wire \$428 ;
+  wire \$429 ;
+  wire \$43 ;
+  wire \$430 ;
+  wire \$431 ;
+  wire \$432 ;
+  wire \$433 ;
+  wire \$434 ;
+  wire \$435 ;
+  wire \$436 ;
+  wire \$437 ;
+  wire \$438 ;
+  wire \$439 ;
+  wire \$44 ;
+  wire \$440 ;
+  wire \$441 ;
+  wire [1:0] \$442 ;
+  wire \$443 ;
+  wire \$444 ;
+  wire \$445 ;
+  wire [1:0] \$446 ;
+  wire [2:0] \$447 ;
+  wire \$448 ;
+  wire \$449 ;
+  wire \$45 ;
+  wire \$450 ;
+  wire \$451 ;
+  wire \$452 ;
+  wire \$453 ;
+  wire [1:0] \$454 ;
+  wire \$455 ;
+  wire \$456 ;
+  wire \$457 ;
+  wire [1:0] \$458 ;
+  wire [2:0] \$459 ;
+  wire \$46 ;
+  wire [3:0] \$460 ;
+  wire \$461 ;
+  wire \$462 ;
+  wire \$463 ;
+  wire \$464 ;
+  wire \$465 ;
+  wire \$466 ;
+  wire \$467 ;
+  wire \$468 ;
+  wire \$469 ;
+  wire \$47 ;
+  wire \$470 ;
+  wire \$471 ;
+  wire \$472 ;
+  wire \$473 ;
+  wire [1:0] \$474 ;
+  wire \$475 ;
+  wire \$476 ;
+  wire \$477 ;
+  wire [1:0] \$478 ;
+  wire [2:0] \$479 ;
+  wire \$48 ;
+  wire \$480 ;
+  wire \$481 ;
+  wire \$482 ;
+  wire \$483 ;
+  wire \$484 ;
+  wire \$485 ;
+  wire [1:0] \$486 ;
+  wire \$487 ;
+  wire \$488 ;
+  wire \$489 ;
+  wire \$49 ;
+  wire [1:0] \$490 ;
+  wire [2:0] \$491 ;
+  wire [3:0] \$492 ;
+  wire [4:0] \$493 ;
+  wire \$494 ;
+  wire \$495 ;
+  wire \$496 ;
+  wire \$497 ;
+  wire \$498 ;
+  wire \$499 ;
+  wire \$5 ;
+  wire \$50 ;
+  wire \$500 ;
+  wire \$501 ;
+  wire \$502 ;
+  wire \$503 ;
+  wire \$504 ;
+  wire \$505 ;
+  wire \$506 ;
+  wire \$507 ;
+  wire \$508 ;
+  wire \$509 ;
+  wire \$51 ;
+  wire \$510 ;
+  wire \$511 ;
+  wire \$512 ;
+  wire \$513 ;
+  wire \$514 ;
+  wire \$515 ;
+  wire \$516 ;
+  wire \$517 ;
+  wire \$518 ;
+  wire \$519 ;
+  wire \$52 ;
+  wire \$520 ;
+  wire \$521 ;
+  wire [1:0] \$522 ;
+  wire \$523 ;
+  wire \$524 ;
+  wire \$525 ;
+  wire [1:0] \$526 ;
+  wire [2:0] \$527 ;
+  wire \$528 ;
+  wire \$529 ;
+  wire \$53 ;
+  wire \$530 ;
+  wire \$531 ;
+  wire \$532 ;
+  wire \$533 ;
+  wire [1:0] \$534 ;
+  wire \$535 ;
+  wire \$536 ;
+  wire \$537 ;
+  wire [1:0] \$538 ;
+  wire [2:0] \$539 ;
+  wire \$54 ;
+  wire [3:0] \$540 ;
+  wire \$541 ;
+  wire \$542 ;
+  wire \$543 ;
+  wire \$544 ;
+  wire \$545 ;
+  wire \$546 ;
+  wire \$547 ;
+  wire \$548 ;
+  wire \$549 ;
+  wire \$55 ;
+  wire \$550 ;
+  wire \$551 ;
+  wire \$552 ;
+  wire \$553 ;
+  wire [1:0] \$554 ;
+  wire \$555 ;
+  wire \$556 ;
+  wire \$557 ;
+  wire [1:0] \$558 ;
+  wire [2:0] \$559 ;
+  wire \$56 ;
+  wire \$560 ;
+  wire \$561 ;
+  wire \$562 ;
+  wire \$563 ;
+  wire \$564 ;
+  wire \$565 ;
+  wire [1:0] \$566 ;
+  wire \$567 ;
+  wire \$568 ;
+  wire \$569 ;
+  wire \$57 ;
+  wire [1:0] \$570 ;
+  wire [2:0] \$571 ;
+  wire [3:0] \$572 ;
+  wire [4:0] \$573 ;
+  wire [5:0] \$574 ;
+  wire [6:0] \$575 ;
+  wire [10:0] \$576 ;
+  wire [11:0] \$577 ;
+  wire \$578 ;
+  wire \$579 ;
+  wire \$58 ;
+  wire [11:0] \$580 ;
+  wire \$581 ;
+  wire [11:0] \$582 ;
+  wire [11:0] \$583 ;
+  wire [11:0] \$584 ;
+  wire \$585 ;
+  wire [215:0] \$586 ;
+  wire [179:0] \$587 ;
+  wire [306:0] \$588 ;
+  wire [10:0] \$589 ;
+  wire \$59 ;
+  wire [11:0] \$590 ;
+  wire [12:0] \$591 ;
+  wire \$592 ;
+  wire \$593 ;
+  wire \$594 ;
+  wire \$595 ;
+  wire \$596 ;
+  wire [12:0] \$597 ;
+  wire \$598 ;
+  wire \$599 ;
   wire \$6 ;
-  wire [11:0] \$7 ;
-  wire [11:0] \$8 ;
-  wire [11:0] \$9 ;
+  wire \$60 ;
+  wire \$61 ;
+  wire \$62 ;
+  wire \$63 ;
+  wire \$64 ;
+  wire \$65 ;
+  wire \$66 ;
+  wire \$67 ;
+  wire \$68 ;
+  wire \$69 ;
+  wire \$7 ;
+  wire \$70 ;
+  wire \$71 ;
+  wire \$72 ;
+  wire \$73 ;
+  wire \$74 ;
+  wire \$75 ;
+  wire \$76 ;
+  wire \$77 ;
+  wire \$78 ;
+  wire \$79 ;
+  wire \$8 ;
+  wire \$80 ;
+  wire \$81 ;
+  wire \$82 ;
+  wire \$83 ;
+  wire \$84 ;
+  wire \$85 ;
+  wire \$86 ;
+  wire \$87 ;
+  wire \$88 ;
+  wire \$89 ;
+  wire \$9 ;
+  wire \$90 ;
+  wire \$91 ;
+  wire \$92 ;
+  wire \$93 ;
+  wire \$94 ;
+  wire \$95 ;
+  wire \$96 ;
+  wire \$97 ;
+  wire \$98 ;
+  wire \$99 ;
   input [9:0] base;
   wire [9:0] base;
   wire [10:0] cap;
   reg [11:0] exp;
   wire [11:0] exp_pre;
   reg [22:0] frac;
-  reg [6:0] lz;
+  wire [6:0] lz;
   input [88:0] mag;
   wire [88:0] mag;
   input neg;
@@ -3272,316 +4659,486 @@ module \hif4_dot_r24_s3_l64_bnd.acc.add.round (mag, neg, word, base);
   wire [179:0] wide;
   output [31:0] word;
   reg [31:0] word;
-  assign \$1  = $signed(base) + $signed(8'h58);
-  assign \$2  = $signed(\$1 ) + $signed(8'h7e);
-  assign \$3  = $signed(\$2 [10:0]) < $signed({ 1'h0, lz });
-  assign shift = \$3  ? \$2 [10:0] : { 4'h0, lz };
-  assign \$4  = $signed(shift) >= $signed(1'h0);
-  assign \$5  = - $signed(shift);
-  assign \$6  = $signed(\$5 ) > $signed(8'h5b);
-  assign \$7  = - $signed(shift);
-  assign \$8  = \$6  ? 12'h05b : \$7 ;
-  assign \$9  = \$4  ? 12'h000 : \$8 ;
-  assign \$10  = $signed(shift) >= $signed(1'h0);
-  assign \$11  = mag << shift[6:0];
-  assign \$12  = { mag, 91'h00000000000000000000000 } >> \$9 [6:0];
-  assign \$13  = \$10  ? { \$11 , 91'h00000000000000000000000 } : { 127'h00000000000000000000000000000000, \$12  };
-  assign \$14  = $signed(base) + $signed(8'h58);
-  assign \$15  = $signed(\$14 ) + $signed(8'h7f);
-  assign \$16  = $signed(\$15 ) - $signed(shift);
-  assign \$17  = | \$13 [154:91];
-  assign \$18  = | \$13 [90:0];
-  assign \$19  = \$17  | \$18 ;
-  assign \$20  = \$19  | \$13 [156];
-  assign \$21  = \$13 [155] & \$20 ;
-  assign rounded = \$13 [179:156] + \$21 ;
-  assign \$22  = $signed(\$16 [11:0]) + $signed(2'h1);
-  assign \$23  = ! mag;
-  assign \$24  = $signed(exp) >= $signed(9'h0ff);
+  assign \$401  = mag[4] | mag[3];
+  assign \$402  = mag[2] | mag[1];
+  assign \$403  = \$401  | \$402 ;
+  assign \$404  = \$400  | \$403 ;
+  assign \$412  = \$404  | \$411 ;
+  assign \$413  = \$397  | \$412 ;
+  assign \$414  = mag[24] | mag[23];
+  assign \$415  = mag[22] | mag[21];
+  assign \$416  = \$414  | \$415 ;
+  assign \$417  = mag[20] | mag[19];
+  assign \$418  = mag[18] | mag[17];
+  assign \$419  = \$417  | \$418 ;
+  assign \$420  = \$416  | \$419 ;
+  assign \$421  = mag[16] | mag[15];
+  assign \$422  = mag[14] | mag[13];
+  assign \$423  = \$421  | \$422 ;
+  assign \$424  = mag[12] | mag[11];
+  assign \$425  = mag[10] | mag[9];
+  assign \$426  = \$424  | \$425 ;
+  assign \$427  = \$423  | \$426 ;
+  assign \$428  = \$420  | \$427 ;
+  assign \$429  = mag[24] | mag[23];
+  assign \$430  = mag[22] | mag[21];
+  assign \$431  = \$429  | \$430 ;
+  assign \$432  = mag[20] | mag[19];
+  assign \$433  = mag[18] | mag[17];
+  assign \$434  = \$432  | \$433 ;
+  assign \$435  = \$431  | \$434 ;
+  assign \$436  = mag[24] | mag[23];
+  assign \$437  = mag[22] | mag[21];
+  assign \$438  = \$436  | \$437 ;
+  assign \$439  = mag[24] | mag[23];
+  assign \$440  = mag[24] ? 1'h0 : 1'h1;
+  assign \$441  = mag[22] ? 1'h0 : 1'h1;
+  assign \$442  = \$439  ? { 1'h0, \$440  } : { 1'h1, \$441  };
+  assign \$443  = mag[20] | mag[19];
+  assign \$444  = mag[20] ? 1'h0 : 1'h1;
+  assign \$445  = mag[18] ? 1'h0 : 1'h1;
+  assign \$446  = \$443  ? { 1'h0, \$444  } : { 1'h1, \$445  };
+  assign \$447  = \$438  ? { 1'h0, \$442  } : { 1'h1, \$446  };
+  assign \$448  = mag[16] | mag[15];
+  assign \$449  = mag[14] | mag[13];
+  assign \$450  = \$448  | \$449 ;
+  assign \$451  = mag[16] | mag[15];
+  assign \$452  = mag[16] ? 1'h0 : 1'h1;
+  assign \$453  = mag[14] ? 1'h0 : 1'h1;
+  assign \$454  = \$451  ? { 1'h0, \$452  } : { 1'h1, \$453  };
+  assign \$455  = mag[12] | mag[11];
+  assign \$456  = mag[12] ? 1'h0 : 1'h1;
+  assign \$457  = mag[10] ? 1'h0 : 1'h1;
+  assign \$458  = \$455  ? { 1'h0, \$456  } : { 1'h1, \$457  };
+  assign \$459  = \$450  ? { 1'h0, \$454  } : { 1'h1, \$458  };
+  assign \$460  = \$435  ? { 1'h0, \$447  } : { 1'h1, \$459  };
+  assign \$461  = mag[8] | mag[7];
+  assign \$462  = mag[6] | mag[5];
+  assign \$463  = \$461  | \$462 ;
+  assign \$464  = mag[4] | mag[3];
+  assign \$465  = mag[2] | mag[1];
+  assign \$466  = \$464  | \$465 ;
+  assign \$467  = \$463  | \$466 ;
+  assign \$468  = mag[8] | mag[7];
+  assign \$469  = mag[6] | mag[5];
+  assign \$470  = \$468  | \$469 ;
+  assign \$471  = mag[8] | mag[7];
+  assign \$472  = mag[8] ? 1'h0 : 1'h1;
+  assign \$473  = mag[6] ? 1'h0 : 1'h1;
+  assign \$474  = \$471  ? { 1'h0, \$472  } : { 1'h1, \$473  };
+  assign \$475  = mag[4] | mag[3];
+  assign \$476  = mag[4] ? 1'h0 : 1'h1;
+  assign \$477  = mag[2] ? 1'h0 : 1'h1;
+  assign \$478  = \$475  ? { 1'h0, \$476  } : { 1'h1, \$477  };
+  assign \$479  = \$470  ? { 1'h0, \$474  } : { 1'h1, \$478  };
+  assign \$484  = mag[0] ? 1'h0 : 1'h1;
+  assign \$486  = \$483  ? { 1'h0, \$484  } : 2'h3;
+  assign \$491  = \$482  ? { 1'h0, \$486  } : 3'h7;
+  assign \$492  = \$467  ? { 1'h0, \$479  } : { 1'h1, \$491  };
+  assign \$493  = \$428  ? { 1'h0, \$460  } : { 1'h1, \$492  };
+  assign \$574  = \$413  ? { 1'h0, \$493  } : 6'h3f;
+  assign \$575  = \$190  ? { 1'h0, \$382  } : { 1'h1, \$574  };
+  assign lz = \$127  ? \$575  : 7'h00;
+  assign \$576  = $signed(base) + $signed(8'h58);
+  assign \$577  = $signed(\$576 ) + $signed(8'h7e);
+  assign \$578  = $signed(\$577 [10:0]) < $signed({ 1'h0, lz });
+  assign shift = \$578  ? \$577 [10:0] : { 4'h0, lz };
+  assign \$579  = $signed(\$577 [10:0]) >= $signed(1'h0);
+  assign \$580  = - $signed(\$577 [10:0]);
+  assign \$581  = $signed(\$580 ) > $signed(8'h5b);
+  assign \$582  = - $signed(\$577 [10:0]);
+  assign \$583  = \$581  ? 12'h05b : \$582 ;
+  assign \$584  = \$579  ? 12'h000 : \$583 ;
+  assign \$585  = $signed(\$577 [10:0]) >= $signed(1'h0);
+  assign \$586  = mag << shift[6:0];
+  assign \$587  = { mag, 91'h00000000000000000000000 } >> \$584 [6:0];
+  assign \$588  = \$585  ? { \$586 , 91'h00000000000000000000000 } : { 127'h00000000000000000000000000000000, \$587  };
+  assign \$589  = $signed(base) + $signed(8'h58);
+  assign \$590  = $signed(\$589 ) + $signed(8'h7f);
+  assign \$591  = $signed(\$590 ) - $signed(shift);
+  assign \$592  = | \$588 [154:91];
+  assign \$593  = | \$588 [90:0];
+  assign \$594  = \$592  | \$593 ;
+  assign \$595  = \$594  | \$588 [156];
+  assign \$596  = \$588 [155] & \$595 ;
+  assign rounded = \$588 [179:156] + \$596 ;
+  assign \$597  = $signed(\$591 [11:0]) + $signed(2'h1);
+  assign \$598  = ! mag;
+  assign \$599  = $signed(exp) >= $signed(9'h0ff);
+  assign \$1  = mag[88] | mag[87];
+  assign \$2  = mag[86] | mag[85];
+  assign \$3  = \$1  | \$2 ;
+  assign \$4  = mag[84] | mag[83];
+  assign \$5  = mag[82] | mag[81];
+  assign \$6  = \$4  | \$5 ;
+  assign \$7  = \$3  | \$6 ;
+  assign \$8  = mag[80] | mag[79];
+  assign \$9  = mag[78] | mag[77];
+  assign \$10  = \$8  | \$9 ;
+  assign \$11  = mag[76] | mag[75];
+  assign \$12  = mag[74] | mag[73];
+  assign \$13  = \$11  | \$12 ;
+  assign \$14  = \$10  | \$13 ;
+  assign \$15  = \$7  | \$14 ;
+  assign \$16  = mag[72] | mag[71];
+  assign \$17  = mag[70] | mag[69];
+  assign \$18  = \$16  | \$17 ;
+  assign \$19  = mag[68] | mag[67];
+  assign \$20  = mag[66] | mag[65];
+  assign \$21  = \$19  | \$20 ;
+  assign \$22  = \$18  | \$21 ;
+  assign \$23  = mag[64] | mag[63];
+  assign \$24  = mag[62] | mag[61];
+  assign \$25  = \$23  | \$24 ;
+  assign \$26  = mag[60] | mag[59];
+  assign \$27  = mag[58] | mag[57];
+  assign \$28  = \$26  | \$27 ;
+  assign \$29  = \$25  | \$28 ;
+  assign \$30  = \$22  | \$29 ;
+  assign \$31  = \$15  | \$30 ;
+  assign \$32  = mag[56] | mag[55];
+  assign \$33  = mag[54] | mag[53];
+  assign \$34  = \$32  | \$33 ;
+  assign \$35  = mag[52] | mag[51];
+  assign \$36  = mag[50] | mag[49];
+  assign \$37  = \$35  | \$36 ;
+  assign \$38  = \$34  | \$37 ;
+  assign \$39  = mag[48] | mag[47];
+  assign \$40  = mag[46] | mag[45];
+  assign \$41  = \$39  | \$40 ;
+  assign \$42  = mag[44] | mag[43];
+  assign \$43  = mag[42] | mag[41];
+  assign \$44  = \$42  | \$43 ;
+  assign \$45  = \$41  | \$44 ;
+  assign \$46  = \$38  | \$45 ;
+  assign \$47  = mag[40] | mag[39];
+  assign \$48  = mag[38] | mag[37];
+  assign \$49  = \$47  | \$48 ;
+  assign \$50  = mag[36] | mag[35];
+  assign \$51  = mag[34] | mag[33];
+  assign \$52  = \$50  | \$51 ;
+  assign \$53  = \$49  | \$52 ;
+  assign \$54  = mag[32] | mag[31];
+  assign \$55  = mag[30] | mag[29];
+  assign \$56  = \$54  | \$55 ;
+  assign \$57  = mag[28] | mag[27];
+  assign \$58  = mag[26] | mag[25];
+  assign \$59  = \$57  | \$58 ;
+  assign \$60  = \$56  | \$59 ;
+  assign \$61  = \$53  | \$60 ;
+  assign \$62  = \$46  | \$61 ;
+  assign \$63  = \$31  | \$62 ;
+  assign \$64  = mag[24] | mag[23];
+  assign \$65  = mag[22] | mag[21];
+  assign \$66  = \$64  | \$65 ;
+  assign \$67  = mag[20] | mag[19];
+  assign \$68  = mag[18] | mag[17];
+  assign \$69  = \$67  | \$68 ;
+  assign \$70  = \$66  | \$69 ;
+  assign \$71  = mag[16] | mag[15];
+  assign \$72  = mag[14] | mag[13];
+  assign \$73  = \$71  | \$72 ;
+  assign \$74  = mag[12] | mag[11];
+  assign \$75  = mag[10] | mag[9];
+  assign \$76  = \$74  | \$75 ;
+  assign \$77  = \$73  | \$76 ;
+  assign \$78  = \$70  | \$77 ;
+  assign \$79  = mag[8] | mag[7];
+  assign \$80  = mag[6] | mag[5];
+  assign \$81  = \$79  | \$80 ;
+  assign \$82  = mag[4] | mag[3];
+  assign \$83  = mag[2] | mag[1];
+  assign \$84  = \$82  | \$83 ;
+  assign \$85  = \$81  | \$84 ;
+  assign \$93  = \$85  | \$92 ;
+  assign \$94  = \$78  | \$93 ;
+  assign \$127  = \$63  | \$126 ;
+  assign \$128  = mag[88] | mag[87];
+  assign \$129  = mag[86] | mag[85];
+  assign \$130  = \$128  | \$129 ;
+  assign \$131  = mag[84] | mag[83];
+  assign \$132  = mag[82] | mag[81];
+  assign \$133  = \$131  | \$132 ;
+  assign \$134  = \$130  | \$133 ;
+  assign \$135  = mag[80] | mag[79];
+  assign \$136  = mag[78] | mag[77];
+  assign \$137  = \$135  | \$136 ;
+  assign \$138  = mag[76] | mag[75];
+  assign \$139  = mag[74] | mag[73];
+  assign \$140  = \$138  | \$139 ;
+  assign \$141  = \$137  | \$140 ;
+  assign \$142  = \$134  | \$141 ;
+  assign \$143  = mag[72] | mag[71];
+  assign \$144  = mag[70] | mag[69];
+  assign \$145  = \$143  | \$144 ;
+  assign \$146  = mag[68] | mag[67];
+  assign \$147  = mag[66] | mag[65];
+  assign \$148  = \$146  | \$147 ;
+  assign \$149  = \$145  | \$148 ;
+  assign \$150  = mag[64] | mag[63];
+  assign \$151  = mag[62] | mag[61];
+  assign \$152  = \$150  | \$151 ;
+  assign \$153  = mag[60] | mag[59];
+  assign \$154  = mag[58] | mag[57];
+  assign \$155  = \$153  | \$154 ;
+  assign \$156  = \$152  | \$155 ;
+  assign \$157  = \$149  | \$156 ;
+  assign \$158  = \$142  | \$157 ;
+  assign \$159  = mag[56] | mag[55];
+  assign \$160  = mag[54] | mag[53];
+  assign \$161  = \$159  | \$160 ;
+  assign \$162  = mag[52] | mag[51];
+  assign \$163  = mag[50] | mag[49];
+  assign \$164  = \$162  | \$163 ;
+  assign \$165  = \$161  | \$164 ;
+  assign \$166  = mag[48] | mag[47];
+  assign \$167  = mag[46] | mag[45];
+  assign \$168  = \$166  | \$167 ;
+  assign \$169  = mag[44] | mag[43];
+  assign \$170  = mag[42] | mag[41];
+  assign \$171  = \$169  | \$170 ;
+  assign \$172  = \$168  | \$171 ;
+  assign \$173  = \$165  | \$172 ;
+  assign \$174  = mag[40] | mag[39];
+  assign \$175  = mag[38] | mag[37];
+  assign \$176  = \$174  | \$175 ;
+  assign \$177  = mag[36] | mag[35];
+  assign \$178  = mag[34] | mag[33];
+  assign \$179  = \$177  | \$178 ;
+  assign \$180  = \$176  | \$179 ;
+  assign \$181  = mag[32] | mag[31];
+  assign \$182  = mag[30] | mag[29];
+  assign \$183  = \$181  | \$182 ;
+  assign \$184  = mag[28] | mag[27];
+  assign \$185  = mag[26] | mag[25];
+  assign \$186  = \$184  | \$185 ;
+  assign \$187  = \$183  | \$186 ;
+  assign \$188  = \$180  | \$187 ;
+  assign \$189  = \$173  | \$188 ;
+  assign \$190  = \$158  | \$189 ;
+  assign \$191  = mag[88] | mag[87];
+  assign \$192  = mag[86] | mag[85];
+  assign \$193  = \$191  | \$192 ;
+  assign \$194  = mag[84] | mag[83];
+  assign \$195  = mag[82] | mag[81];
+  assign \$196  = \$194  | \$195 ;
+  assign \$197  = \$193  | \$196 ;
+  assign \$198  = mag[80] | mag[79];
+  assign \$199  = mag[78] | mag[77];
+  assign \$200  = \$198  | \$199 ;
+  assign \$201  = mag[76] | mag[75];
+  assign \$202  = mag[74] | mag[73];
+  assign \$203  = \$201  | \$202 ;
+  assign \$204  = \$200  | \$203 ;
+  assign \$205  = \$197  | \$204 ;
+  assign \$206  = mag[72] | mag[71];
+  assign \$207  = mag[70] | mag[69];
+  assign \$208  = \$206  | \$207 ;
+  assign \$209  = mag[68] | mag[67];
+  assign \$210  = mag[66] | mag[65];
+  assign \$211  = \$209  | \$210 ;
+  assign \$212  = \$208  | \$211 ;
+  assign \$213  = mag[64] | mag[63];
+  assign \$214  = mag[62] | mag[61];
+  assign \$215  = \$213  | \$214 ;
+  assign \$216  = mag[60] | mag[59];
+  assign \$217  = mag[58] | mag[57];
+  assign \$218  = \$216  | \$217 ;
+  assign \$219  = \$215  | \$218 ;
+  assign \$220  = \$212  | \$219 ;
+  assign \$221  = \$205  | \$220 ;
+  assign \$222  = mag[88] | mag[87];
+  assign \$223  = mag[86] | mag[85];
+  assign \$224  = \$222  | \$223 ;
+  assign \$225  = mag[84] | mag[83];
+  assign \$226  = mag[82] | mag[81];
+  assign \$227  = \$225  | \$226 ;
+  assign \$228  = \$224  | \$227 ;
+  assign \$229  = mag[80] | mag[79];
+  assign \$230  = mag[78] | mag[77];
+  assign \$231  = \$229  | \$230 ;
+  assign \$232  = mag[76] | mag[75];
+  assign \$233  = mag[74] | mag[73];
+  assign \$234  = \$232  | \$233 ;
+  assign \$235  = \$231  | \$234 ;
+  assign \$236  = \$228  | \$235 ;
+  assign \$237  = mag[88] | mag[87];
+  assign \$238  = mag[86] | mag[85];
+  assign \$239  = \$237  | \$238 ;
+  assign \$240  = mag[84] | mag[83];
+  assign \$241  = mag[82] | mag[81];
+  assign \$242  = \$240  | \$241 ;
+  assign \$243  = \$239  | \$242 ;
+  assign \$244  = mag[88] | mag[87];
+  assign \$245  = mag[86] | mag[85];
+  assign \$246  = \$244  | \$245 ;
+  assign \$247  = mag[88] | mag[87];
+  assign \$248  = mag[88] ? 1'h0 : 1'h1;
+  assign \$249  = mag[86] ? 1'h0 : 1'h1;
+  assign \$250  = \$247  ? { 1'h0, \$248  } : { 1'h1, \$249  };
+  assign \$251  = mag[84] | mag[83];
+  assign \$252  = mag[84] ? 1'h0 : 1'h1;
+  assign \$253  = mag[82] ? 1'h0 : 1'h1;
+  assign \$254  = \$251  ? { 1'h0, \$252  } : { 1'h1, \$253  };
+  assign \$255  = \$246  ? { 1'h0, \$250  } : { 1'h1, \$254  };
+  assign \$256  = mag[80] | mag[79];
+  assign \$257  = mag[78] | mag[77];
+  assign \$258  = \$256  | \$257 ;
+  assign \$259  = mag[80] | mag[79];
+  assign \$260  = mag[80] ? 1'h0 : 1'h1;
+  assign \$261  = mag[78] ? 1'h0 : 1'h1;
+  assign \$262  = \$259  ? { 1'h0, \$260  } : { 1'h1, \$261  };
+  assign \$263  = mag[76] | mag[75];
+  assign \$264  = mag[76] ? 1'h0 : 1'h1;
+  assign \$265  = mag[74] ? 1'h0 : 1'h1;
+  assign \$266  = \$263  ? { 1'h0, \$264  } : { 1'h1, \$265  };
+  assign \$267  = \$258  ? { 1'h0, \$262  } : { 1'h1, \$266  };
+  assign \$268  = \$243  ? { 1'h0, \$255  } : { 1'h1, \$267  };
+  assign \$269  = mag[72] | mag[71];
+  assign \$270  = mag[70] | mag[69];
+  assign \$271  = \$269  | \$270 ;
+  assign \$272  = mag[68] | mag[67];
+  assign \$273  = mag[66] | mag[65];
+  assign \$274  = \$272  | \$273 ;
+  assign \$275  = \$271  | \$274 ;
+  assign \$276  = mag[72] | mag[71];
+  assign \$277  = mag[70] | mag[69];
+  assign \$278  = \$276  | \$277 ;
+  assign \$279  = mag[72] | mag[71];
+  assign \$280  = mag[72] ? 1'h0 : 1'h1;
+  assign \$281  = mag[70] ? 1'h0 : 1'h1;
+  assign \$282  = \$279  ? { 1'h0, \$280  } : { 1'h1, \$281  };
+  assign \$283  = mag[68] | mag[67];
+  assign \$284  = mag[68] ? 1'h0 : 1'h1;
+  assign \$285  = mag[66] ? 1'h0 : 1'h1;
+  assign \$286  = \$283  ? { 1'h0, \$284  } : { 1'h1, \$285  };
+  assign \$287  = \$278  ? { 1'h0, \$282  } : { 1'h1, \$286  };
+  assign \$288  = mag[64] | mag[63];
+  assign \$289  = mag[62] | mag[61];
+  assign \$290  = \$288  | \$289 ;
+  assign \$291  = mag[64] | mag[63];
+  assign \$292  = mag[64] ? 1'h0 : 1'h1;
+  assign \$293  = mag[62] ? 1'h0 : 1'h1;
+  assign \$294  = \$291  ? { 1'h0, \$292  } : { 1'h1, \$293  };
+  assign \$295  = mag[60] | mag[59];
+  assign \$296  = mag[60] ? 1'h0 : 1'h1;
+  assign \$297  = mag[58] ? 1'h0 : 1'h1;
+  assign \$298  = \$295  ? { 1'h0, \$296  } : { 1'h1, \$297  };
+  assign \$299  = \$290  ? { 1'h0, \$294  } : { 1'h1, \$298  };
+  assign \$300  = \$275  ? { 1'h0, \$287  } : { 1'h1, \$299  };
+  assign \$301  = \$236  ? { 1'h0, \$268  } : { 1'h1, \$300  };
+  assign \$302  = mag[56] | mag[55];
+  assign \$303  = mag[54] | mag[53];
+  assign \$304  = \$302  | \$303 ;
+  assign \$305  = mag[52] | mag[51];
+  assign \$306  = mag[50] | mag[49];
+  assign \$307  = \$305  | \$306 ;
+  assign \$308  = \$304  | \$307 ;
+  assign \$309  = mag[48] | mag[47];
+  assign \$310  = mag[46] | mag[45];
+  assign \$311  = \$309  | \$310 ;
+  assign \$312  = mag[44] | mag[43];
+  assign \$313  = mag[42] | mag[41];
+  assign \$314  = \$312  | \$313 ;
+  assign \$315  = \$311  | \$314 ;
+  assign \$316  = \$308  | \$315 ;
+  assign \$317  = mag[56] | mag[55];
+  assign \$318  = mag[54] | mag[53];
+  assign \$319  = \$317  | \$318 ;
+  assign \$320  = mag[52] | mag[51];
+  assign \$321  = mag[50] | mag[49];
+  assign \$322  = \$320  | \$321 ;
+  assign \$323  = \$319  | \$322 ;
+  assign \$324  = mag[56] | mag[55];
+  assign \$325  = mag[54] | mag[53];
+  assign \$326  = \$324  | \$325 ;
+  assign \$327  = mag[56] | mag[55];
+  assign \$328  = mag[56] ? 1'h0 : 1'h1;
+  assign \$329  = mag[54] ? 1'h0 : 1'h1;
+  assign \$330  = \$327  ? { 1'h0, \$328  } : { 1'h1, \$329  };
+  assign \$331  = mag[52] | mag[51];
+  assign \$332  = mag[52] ? 1'h0 : 1'h1;
+  assign \$333  = mag[50] ? 1'h0 : 1'h1;
+  assign \$334  = \$331  ? { 1'h0, \$332  } : { 1'h1, \$333  };
+  assign \$335  = \$326  ? { 1'h0, \$330  } : { 1'h1, \$334  };
+  assign \$336  = mag[48] | mag[47];
+  assign \$337  = mag[46] | mag[45];
+  assign \$338  = \$336  | \$337 ;
+  assign \$339  = mag[48] | mag[47];
+  assign \$340  = mag[48] ? 1'h0 : 1'h1;
+  assign \$341  = mag[46] ? 1'h0 : 1'h1;
+  assign \$342  = \$339  ? { 1'h0, \$340  } : { 1'h1, \$341  };
+  assign \$343  = mag[44] | mag[43];
+  assign \$344  = mag[44] ? 1'h0 : 1'h1;
+  assign \$345  = mag[42] ? 1'h0 : 1'h1;
+  assign \$346  = \$343  ? { 1'h0, \$344  } : { 1'h1, \$345  };
+  assign \$347  = \$338  ? { 1'h0, \$342  } : { 1'h1, \$346  };
+  assign \$348  = \$323  ? { 1'h0, \$335  } : { 1'h1, \$347  };
+  assign \$349  = mag[40] | mag[39];
+  assign \$350  = mag[38] | mag[37];
+  assign \$351  = \$349  | \$350 ;
+  assign \$352  = mag[36] | mag[35];
+  assign \$353  = mag[34] | mag[33];
+  assign \$354  = \$352  | \$353 ;
+  assign \$355  = \$351  | \$354 ;
+  assign \$356  = mag[40] | mag[39];
+  assign \$357  = mag[38] | mag[37];
+  assign \$358  = \$356  | \$357 ;
+  assign \$359  = mag[40] | mag[39];
+  assign \$360  = mag[40] ? 1'h0 : 1'h1;
+  assign \$361  = mag[38] ? 1'h0 : 1'h1;
+  assign \$362  = \$359  ? { 1'h0, \$360  } : { 1'h1, \$361  };
+  assign \$363  = mag[36] | mag[35];
+  assign \$364  = mag[36] ? 1'h0 : 1'h1;
+  assign \$365  = mag[34] ? 1'h0 : 1'h1;
+  assign \$366  = \$363  ? { 1'h0, \$364  } : { 1'h1, \$365  };
+  assign \$367  = \$358  ? { 1'h0, \$362  } : { 1'h1, \$366  };
+  assign \$368  = mag[32] | mag[31];
+  assign \$369  = mag[30] | mag[29];
+  assign \$370  = \$368  | \$369 ;
+  assign \$371  = mag[32] | mag[31];
+  assign \$372  = mag[32] ? 1'h0 : 1'h1;
+  assign \$373  = mag[30] ? 1'h0 : 1'h1;
+  assign \$374  = \$371  ? { 1'h0, \$372  } : { 1'h1, \$373  };
+  assign \$375  = mag[28] | mag[27];
+  assign \$376  = mag[28] ? 1'h0 : 1'h1;
+  assign \$377  = mag[26] ? 1'h0 : 1'h1;
+  assign \$378  = \$375  ? { 1'h0, \$376  } : { 1'h1, \$377  };
+  assign \$379  = \$370  ? { 1'h0, \$374  } : { 1'h1, \$378  };
+  assign \$380  = \$355  ? { 1'h0, \$367  } : { 1'h1, \$379  };
+  assign \$381  = \$316  ? { 1'h0, \$348  } : { 1'h1, \$380  };
+  assign \$382  = \$221  ? { 1'h0, \$301  } : { 1'h1, \$381  };
+  assign \$383  = mag[24] | mag[23];
+  assign \$384  = mag[22] | mag[21];
+  assign \$385  = \$383  | \$384 ;
+  assign \$386  = mag[20] | mag[19];
+  assign \$387  = mag[18] | mag[17];
+  assign \$388  = \$386  | \$387 ;
+  assign \$389  = \$385  | \$388 ;
+  assign \$390  = mag[16] | mag[15];
+  assign \$391  = mag[14] | mag[13];
+  assign \$392  = \$390  | \$391 ;
+  assign \$393  = mag[12] | mag[11];
+  assign \$394  = mag[10] | mag[9];
+  assign \$395  = \$393  | \$394 ;
+  assign \$396  = \$392  | \$395 ;
+  assign \$397  = \$389  | \$396 ;
+  assign \$398  = mag[8] | mag[7];
+  assign \$399  = mag[6] | mag[5];
+  assign \$400  = \$398  | \$399 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    lz = 7'h00;
-    if (mag[0]) begin
-      lz = 7'h58;
-    end
-    if (mag[1]) begin
-      lz = 7'h57;
-    end
-    if (mag[2]) begin
-      lz = 7'h56;
-    end
-    if (mag[3]) begin
-      lz = 7'h55;
-    end
-    if (mag[4]) begin
-      lz = 7'h54;
-    end
-    if (mag[5]) begin
-      lz = 7'h53;
-    end
-    if (mag[6]) begin
-      lz = 7'h52;
-    end
-    if (mag[7]) begin
-      lz = 7'h51;
-    end
-    if (mag[8]) begin
-      lz = 7'h50;
-    end
-    if (mag[9]) begin
-      lz = 7'h4f;
-    end
-    if (mag[10]) begin
-      lz = 7'h4e;
-    end
-    if (mag[11]) begin
-      lz = 7'h4d;
-    end
-    if (mag[12]) begin
-      lz = 7'h4c;
-    end
-    if (mag[13]) begin
-      lz = 7'h4b;
-    end
-    if (mag[14]) begin
-      lz = 7'h4a;
-    end
-    if (mag[15]) begin
-      lz = 7'h49;
-    end
-    if (mag[16]) begin
-      lz = 7'h48;
-    end
-    if (mag[17]) begin
-      lz = 7'h47;
-    end
-    if (mag[18]) begin
-      lz = 7'h46;
-    end
-    if (mag[19]) begin
-      lz = 7'h45;
-    end
-    if (mag[20]) begin
-      lz = 7'h44;
-    end
-    if (mag[21]) begin
-      lz = 7'h43;
-    end
-    if (mag[22]) begin
-      lz = 7'h42;
-    end
-    if (mag[23]) begin
-      lz = 7'h41;
-    end
-    if (mag[24]) begin
-      lz = 7'h40;
-    end
-    if (mag[25]) begin
-      lz = 7'h3f;
-    end
-    if (mag[26]) begin
-      lz = 7'h3e;
-    end
-    if (mag[27]) begin
-      lz = 7'h3d;
-    end
-    if (mag[28]) begin
-      lz = 7'h3c;
-    end
-    if (mag[29]) begin
-      lz = 7'h3b;
-    end
-    if (mag[30]) begin
-      lz = 7'h3a;
-    end
-    if (mag[31]) begin
-      lz = 7'h39;
-    end
-    if (mag[32]) begin
-      lz = 7'h38;
-    end
-    if (mag[33]) begin
-      lz = 7'h37;
-    end
-    if (mag[34]) begin
-      lz = 7'h36;
-    end
-    if (mag[35]) begin
-      lz = 7'h35;
-    end
-    if (mag[36]) begin
-      lz = 7'h34;
-    end
-    if (mag[37]) begin
-      lz = 7'h33;
-    end
-    if (mag[38]) begin
-      lz = 7'h32;
-    end
-    if (mag[39]) begin
-      lz = 7'h31;
-    end
-    if (mag[40]) begin
-      lz = 7'h30;
-    end
-    if (mag[41]) begin
-      lz = 7'h2f;
-    end
-    if (mag[42]) begin
-      lz = 7'h2e;
-    end
-    if (mag[43]) begin
-      lz = 7'h2d;
-    end
-    if (mag[44]) begin
-      lz = 7'h2c;
-    end
-    if (mag[45]) begin
-      lz = 7'h2b;
-    end
-    if (mag[46]) begin
-      lz = 7'h2a;
-    end
-    if (mag[47]) begin
-      lz = 7'h29;
-    end
-    if (mag[48]) begin
-      lz = 7'h28;
-    end
-    if (mag[49]) begin
-      lz = 7'h27;
-    end
-    if (mag[50]) begin
-      lz = 7'h26;
-    end
-    if (mag[51]) begin
-      lz = 7'h25;
-    end
-    if (mag[52]) begin
-      lz = 7'h24;
-    end
-    if (mag[53]) begin
-      lz = 7'h23;
-    end
-    if (mag[54]) begin
-      lz = 7'h22;
-    end
-    if (mag[55]) begin
-      lz = 7'h21;
-    end
-    if (mag[56]) begin
-      lz = 7'h20;
-    end
-    if (mag[57]) begin
-      lz = 7'h1f;
-    end
-    if (mag[58]) begin
-      lz = 7'h1e;
-    end
-    if (mag[59]) begin
-      lz = 7'h1d;
-    end
-    if (mag[60]) begin
-      lz = 7'h1c;
-    end
-    if (mag[61]) begin
-      lz = 7'h1b;
-    end
-    if (mag[62]) begin
-      lz = 7'h1a;
-    end
-    if (mag[63]) begin
-      lz = 7'h19;
-    end
-    if (mag[64]) begin
-      lz = 7'h18;
-    end
-    if (mag[65]) begin
-      lz = 7'h17;
-    end
-    if (mag[66]) begin
-      lz = 7'h16;
-    end
-    if (mag[67]) begin
-      lz = 7'h15;
-    end
-    if (mag[68]) begin
-      lz = 7'h14;
-    end
-    if (mag[69]) begin
-      lz = 7'h13;
-    end
-    if (mag[70]) begin
-      lz = 7'h12;
-    end
-    if (mag[71]) begin
-      lz = 7'h11;
-    end
-    if (mag[72]) begin
-      lz = 7'h10;
-    end
-    if (mag[73]) begin
-      lz = 7'h0f;
-    end
-    if (mag[74]) begin
-      lz = 7'h0e;
-    end
-    if (mag[75]) begin
-      lz = 7'h0d;
-    end
-    if (mag[76]) begin
-      lz = 7'h0c;
-    end
-    if (mag[77]) begin
-      lz = 7'h0b;
-    end
-    if (mag[78]) begin
-      lz = 7'h0a;
-    end
-    if (mag[79]) begin
-      lz = 7'h09;
-    end
-    if (mag[80]) begin
-      lz = 7'h08;
-    end
-    if (mag[81]) begin
-      lz = 7'h07;
-    end
-    if (mag[82]) begin
-      lz = 7'h06;
-    end
-    if (mag[83]) begin
-      lz = 7'h05;
-    end
-    if (mag[84]) begin
-      lz = 7'h04;
-    end
-    if (mag[85]) begin
-      lz = 7'h03;
-    end
-    if (mag[86]) begin
-      lz = 7'h02;
-    end
-    if (mag[87]) begin
-      lz = 7'h01;
-    end
-    if (mag[88]) begin
-      lz = 7'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     (* full_case = 32'd1 *)
     if (rounded[24]) begin
-      exp = \$22 [11:0];
+      exp = \$597 [11:0];
     end else if (rounded[23]) begin
-      exp = \$16 [11:0];
+      exp = \$591 [11:0];
     end else begin
       exp = 12'h000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     (* full_case = 32'd1 *)
     if (rounded[24]) begin
       frac = 23'h000000;
@@ -3592,20 +5149,155 @@ module \hif4_dot_r24_s3_l64_bnd.acc.add.round (mag, neg, word, base);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     (* full_case = 32'd1 *)
-    if (\$23 ) begin
+    if (\$598 ) begin
       word = 32'd0;
-    end else if (\$24 ) begin
+    end else if (\$599 ) begin
       word = { neg, 31'h7f800000 };
     end else begin
       word = { neg, exp[7:0], frac };
     end
   end
-  assign cap = \$2 [10:0];
-  assign right = \$9 [6:0];
-  assign wide = \$13 [179:0];
-  assign exp_pre = \$16 [11:0];
+  assign cap = \$577 [10:0];
+  assign right = \$584 [6:0];
+  assign wide = \$588 [179:0];
+  assign exp_pre = \$591 [11:0];
+  assign \$86  = mag[0];
+  assign \$87  = 1'h0;
+  assign \$88  = mag[0];
+  assign \$89  = 1'h0;
+  assign \$90  = 1'h0;
+  assign \$91  = 1'h0;
+  assign \$92  = mag[0];
+  assign \$95  = 1'h0;
+  assign \$96  = 1'h0;
+  assign \$97  = 1'h0;
+  assign \$98  = 1'h0;
+  assign \$99  = 1'h0;
+  assign \$100  = 1'h0;
+  assign \$101  = 1'h0;
+  assign \$102  = 1'h0;
+  assign \$103  = 1'h0;
+  assign \$104  = 1'h0;
+  assign \$105  = 1'h0;
+  assign \$106  = 1'h0;
+  assign \$107  = 1'h0;
+  assign \$108  = 1'h0;
+  assign \$109  = 1'h0;
+  assign \$110  = 1'h0;
+  assign \$111  = 1'h0;
+  assign \$112  = 1'h0;
+  assign \$113  = 1'h0;
+  assign \$114  = 1'h0;
+  assign \$115  = 1'h0;
+  assign \$116  = 1'h0;
+  assign \$117  = 1'h0;
+  assign \$118  = 1'h0;
+  assign \$119  = 1'h0;
+  assign \$120  = 1'h0;
+  assign \$121  = 1'h0;
+  assign \$122  = 1'h0;
+  assign \$123  = 1'h0;
+  assign \$124  = 1'h0;
+  assign \$125  = 1'h0;
+  assign \$126  = \$94 ;
+  assign \$405  = mag[0];
+  assign \$406  = 1'h0;
+  assign \$407  = mag[0];
+  assign \$408  = 1'h0;
+  assign \$409  = 1'h0;
+  assign \$410  = 1'h0;
+  assign \$411  = mag[0];
+  assign \$480  = mag[0];
+  assign \$481  = 1'h0;
+  assign \$482  = mag[0];
+  assign \$483  = mag[0];
+  assign \$485  = 1'h1;
+  assign \$487  = 1'h0;
+  assign \$488  = 1'h1;
+  assign \$489  = 1'h1;
+  assign \$490  = 2'h3;
+  assign \$494  = 1'h0;
+  assign \$495  = 1'h0;
+  assign \$496  = 1'h0;
+  assign \$497  = 1'h0;
+  assign \$498  = 1'h0;
+  assign \$499  = 1'h0;
+  assign \$500  = 1'h0;
+  assign \$501  = 1'h0;
+  assign \$502  = 1'h0;
+  assign \$503  = 1'h0;
+  assign \$504  = 1'h0;
+  assign \$505  = 1'h0;
+  assign \$506  = 1'h0;
+  assign \$507  = 1'h0;
+  assign \$508  = 1'h0;
+  assign \$509  = 1'h0;
+  assign \$510  = 1'h0;
+  assign \$511  = 1'h0;
+  assign \$512  = 1'h0;
+  assign \$513  = 1'h0;
+  assign \$514  = 1'h0;
+  assign \$515  = 1'h0;
+  assign \$516  = 1'h0;
+  assign \$517  = 1'h0;
+  assign \$518  = 1'h0;
+  assign \$519  = 1'h0;
+  assign \$520  = 1'h1;
+  assign \$521  = 1'h1;
+  assign \$522  = 2'h3;
+  assign \$523  = 1'h0;
+  assign \$524  = 1'h1;
+  assign \$525  = 1'h1;
+  assign \$526  = 2'h3;
+  assign \$527  = 3'h7;
+  assign \$528  = 1'h0;
+  assign \$529  = 1'h0;
+  assign \$530  = 1'h0;
+  assign \$531  = 1'h0;
+  assign \$532  = 1'h1;
+  assign \$533  = 1'h1;
+  assign \$534  = 2'h3;
+  assign \$535  = 1'h0;
+  assign \$536  = 1'h1;
+  assign \$537  = 1'h1;
+  assign \$538  = 2'h3;
+  assign \$539  = 3'h7;
+  assign \$540  = 4'hf;
+  assign \$541  = 1'h0;
+  assign \$542  = 1'h0;
+  assign \$543  = 1'h0;
+  assign \$544  = 1'h0;
+  assign \$545  = 1'h0;
+  assign \$546  = 1'h0;
+  assign \$547  = 1'h0;
+  assign \$548  = 1'h0;
+  assign \$549  = 1'h0;
+  assign \$550  = 1'h0;
+  assign \$551  = 1'h0;
+  assign \$552  = 1'h1;
+  assign \$553  = 1'h1;
+  assign \$554  = 2'h3;
+  assign \$555  = 1'h0;
+  assign \$556  = 1'h1;
+  assign \$557  = 1'h1;
+  assign \$558  = 2'h3;
+  assign \$559  = 3'h7;
+  assign \$560  = 1'h0;
+  assign \$561  = 1'h0;
+  assign \$562  = 1'h0;
+  assign \$563  = 1'h0;
+  assign \$564  = 1'h1;
+  assign \$565  = 1'h1;
+  assign \$566  = 2'h3;
+  assign \$567  = 1'h0;
+  assign \$568  = 1'h1;
+  assign \$569  = 1'h1;
+  assign \$570  = 2'h3;
+  assign \$571  = 3'h7;
+  assign \$572  = 4'hf;
+  assign \$573  = 5'h1f;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -13194,7 +14886,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \hif4_dot_r24_s3_l64_bnd.sums_reg (clk, rst, i__ready, o__ready, i__payload, o__payload, o__valid, i__valid);
-  reg \$auto$verilog_backend.cc:2355:dump_module$6  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$5  = 0;
   wire \$1 ;
   wire \$2 ;
   reg [61:0] \$3 ;
@@ -13241,7 +14933,7 @@ module \hif4_dot_r24_s3_l64_bnd.sums_reg (clk, rst, i__ready, o__ready, i__paylo
   always @(posedge clk)
     o__payload <= \$3 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
     \$4  = o__valid;
     if (\$2 ) begin
       \$4  = 1'h1;
@@ -13253,7 +14945,7 @@ module \hif4_dot_r24_s3_l64_bnd.sums_reg (clk, rst, i__ready, o__ready, i__paylo
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
     \$3  = o__payload;
     if (\$2 ) begin
       \$3  = i__payload;
@@ -13317,11 +15009,11 @@ module \hif4_dot_r24_s3_l64_bnd.terms (i__payload, o__valid, o__payload, i__read
   wire [16:0] sum;
   wire [15:0] \sum$9 ;
   \hif4_dot_r24_s3_l64_bnd.terms.main  main (
-    .\port$1224$0 (i__payload[22:0]),
+    .\port$1973$0 (i__payload[22:0]),
     .sig(sig)
   );
   \hif4_dot_r24_s3_l64_bnd.terms.res  res (
-    .\port$1224$30 (i__payload[51:30]),
+    .\port$1973$30 (i__payload[51:30]),
     .sig(\sig$11 )
   );
   assign i__valid = o__valid;
@@ -13356,34 +15048,34 @@ module \hif4_dot_r24_s3_l64_bnd.terms (i__payload, o__valid, o__payload, i__read
 endmodule
 
 (* generator = "Amaranth" *)
-module \hif4_dot_r24_s3_l64_bnd.terms.main (\port$1224$0 , sig);
+module \hif4_dot_r24_s3_l64_bnd.terms.main (\port$1973$0 , sig);
   wire [5:0] mant;
-  input [22:0] \port$1224$0 ;
-  wire [22:0] \port$1224$0 ;
+  input [22:0] \port$1973$0 ;
+  wire [22:0] \port$1973$0 ;
   output [22:0] sig;
   wire [22:0] sig;
   wire [16:0] sum;
-  assign sig = $signed(\port$1224$0 [16:0]) * $signed({ 1'h0, \port$1224$0 [22:17] });
-  assign sum = \port$1224$0 [16:0];
-  assign mant = \port$1224$0 [22:17];
+  assign sig = $signed(\port$1973$0 [16:0]) * $signed({ 1'h0, \port$1973$0 [22:17] });
+  assign sum = \port$1973$0 [16:0];
+  assign mant = \port$1973$0 [22:17];
 endmodule
 
 (* generator = "Amaranth" *)
-module \hif4_dot_r24_s3_l64_bnd.terms.res (\port$1224$30 , sig);
+module \hif4_dot_r24_s3_l64_bnd.terms.res (\port$1973$30 , sig);
   wire [5:0] mant;
-  input [21:0] \port$1224$30 ;
-  wire [21:0] \port$1224$30 ;
+  input [21:0] \port$1973$30 ;
+  wire [21:0] \port$1973$30 ;
   output [21:0] sig;
   wire [21:0] sig;
   wire [15:0] sum;
-  assign sig = $signed(\port$1224$30 [15:0]) * $signed({ 1'h0, \port$1224$30 [21:16] });
-  assign sum = \port$1224$30 [15:0];
-  assign mant = \port$1224$30 [21:16];
+  assign sig = $signed(\port$1973$30 [15:0]) * $signed({ 1'h0, \port$1973$30 [21:16] });
+  assign sum = \port$1973$30 [15:0];
+  assign mant = \port$1973$30 [21:16];
 endmodule
 
 (* generator = "Amaranth" *)
 module \hif4_dot_r24_s3_l64_bnd.terms_reg (rst, i__ready, o__ready, i__valid, i__payload, o__payload, o__valid, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$7  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$6  = 0;
   wire \$1 ;
   wire \$2 ;
   reg [61:0] \$3 ;
@@ -13426,7 +15118,7 @@ module \hif4_dot_r24_s3_l64_bnd.terms_reg (rst, i__ready, o__ready, i__valid, i_
   always @(posedge clk)
     o__payload <= \$3 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \$4  = o__valid;
     if (\$2 ) begin
       \$4  = 1'h1;
@@ -13438,7 +15130,7 @@ module \hif4_dot_r24_s3_l64_bnd.terms_reg (rst, i__ready, o__ready, i__valid, i_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \$3  = o__payload;
     if (\$2 ) begin
       \$3  = i__payload;

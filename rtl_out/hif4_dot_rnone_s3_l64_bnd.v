@@ -1947,7 +1947,7 @@ module \hif4_dot_rnone_s3_l64_bnd.acc.add (acc, word, step);
     .big_neg(big_neg),
     .mag(mag),
     .neg(neg),
-    .\port$554$0 (\$10 ),
+    .\port$570$0 (\$10 ),
     .\small (\small ),
     .small_neg(small_neg)
   );
@@ -1958,7 +1958,7 @@ module \hif4_dot_rnone_s3_l64_bnd.acc.add (acc, word, step);
     .a_zero(a_zero),
     .base(base),
     .big_neg(big_neg),
-    .\port$554$0 (\$10 ),
+    .\port$570$0 (\$10 ),
     .\small (\small ),
     .small_neg(small_neg),
     .t_neg(t_neg),
@@ -1967,11 +1967,11 @@ module \hif4_dot_rnone_s3_l64_bnd.acc.add (acc, word, step);
     .t_zero(t_zero)
   );
   \hif4_dot_rnone_s3_l64_bnd.acc.add.decode  decode (
-    .a_sig(a_sig),
     .a_top(a_top),
     .a_zero(a_zero),
     .acc(acc),
-    .\port$676$0 (step[29:0]),
+    .ma(a_sig),
+    .\port$747$0 (step[29:0]),
     .t_neg(t_neg),
     .t_sig(t_sig),
     .t_top(t_top),
@@ -2024,39 +2024,40 @@ module \hif4_dot_rnone_s3_l64_bnd.acc.add (acc, word, step);
 endmodule
 
 (* generator = "Amaranth" *)
-module \hif4_dot_rnone_s3_l64_bnd.acc.add.addsub (big_neg, small_neg, \small , mag, neg, \port$554$0 );
+module \hif4_dot_rnone_s3_l64_bnd.acc.add.addsub (big_neg, small_neg, \small , mag, neg, \port$570$0 );
   reg \$auto$verilog_backend.cc:2355:dump_module$3  = 0;
   wire [27:0] \$1 ;
-  wire \$2 ;
+  wire [27:0] \$2 ;
   wire \$3 ;
-  wire [27:0] \$4 ;
-  wire [29:0] \$5 ;
+  wire \$4 ;
+  wire [27:0] \$5 ;
+  wire [28:0] \$signal ;
   wire [26:0] big;
   input big_neg;
   wire big_neg;
-  wire [28:0] diff;
+  wire [28:0] d_sb;
   output [27:0] mag;
   reg [27:0] mag;
   output neg;
   reg neg;
-  input [23:0] \port$554$0 ;
-  wire [23:0] \port$554$0 ;
+  input [23:0] \port$570$0 ;
+  wire [23:0] \port$570$0 ;
   input [26:0] \small ;
   wire [26:0] \small ;
   input small_neg;
   wire small_neg;
-  assign \$5  = - $signed(\$1 );
-  assign \$1  = { \port$554$0 , 3'h0 } - \small ;
-  assign \$2  = big_neg == small_neg;
-  assign \$3  = $signed(\$1 ) < $signed(1'h0);
-  assign \$4  = { \port$554$0 , 3'h0 } + \small ;
+  assign \$5  = { \port$570$0 , 3'h0 } + \small ;
+  assign \$1  = { \port$570$0 , 3'h0 } - \small ;
+  assign \$2  = \small  - { \port$570$0 , 3'h0 };
+  assign \$3  = big_neg == small_neg;
+  assign \$4  = $signed(\$1 ) < $signed(1'h0);
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
-    if (\$2 ) begin
-      mag = \$4 ;
-    end else if (\$3 ) begin
-      mag = \$5 [27:0];
+    if (\$3 ) begin
+      mag = \$5 ;
+    end else if (\$4 ) begin
+      mag = \$2 ;
     end else begin
       mag = \$1 ;
     end
@@ -2064,20 +2065,21 @@ module \hif4_dot_rnone_s3_l64_bnd.acc.add.addsub (big_neg, small_neg, \small , m
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
-    if (\$2 ) begin
+    if (\$3 ) begin
       neg = big_neg;
-    end else if (\$3 ) begin
+    end else if (\$4 ) begin
       neg = small_neg;
     end else begin
       neg = big_neg;
     end
   end
-  assign diff = { \$1 [27], \$1  };
-  assign big = { \port$554$0 , 3'h0 };
+  assign \$signal  = { \$1 [27], \$1  };
+  assign big = { \port$570$0 , 3'h0 };
+  assign d_sb = { \$2 [27], \$2  };
 endmodule
 
 (* generator = "Amaranth" *)
-module \hif4_dot_rnone_s3_l64_bnd.acc.add.align (a_top, a_zero, t_sig, t_top, t_zero, t_neg, \port$554$0 , big_neg, small_neg, \small , base, a_neg, a_sig);
+module \hif4_dot_rnone_s3_l64_bnd.acc.add.align (a_top, a_zero, t_sig, t_top, t_zero, t_neg, \port$570$0 , big_neg, small_neg, \small , base, a_neg, a_sig);
   wire \$1 ;
   wire \$2 ;
   wire \$3 ;
@@ -2086,8 +2088,8 @@ module \hif4_dot_rnone_s3_l64_bnd.acc.add.align (a_top, a_zero, t_sig, t_top, t_
   wire [10:0] \$6 ;
   wire \$7 ;
   wire [10:0] \$8 ;
-  wire [23:0] \$signal ;
-  wire [9:0] \$signal$9 ;
+  wire [10:0] \$signal ;
+  wire [23:0] \$signal$7 ;
   wire a_big;
   input a_neg;
   wire a_neg;
@@ -2102,16 +2104,17 @@ module \hif4_dot_rnone_s3_l64_bnd.acc.add.align (a_top, a_zero, t_sig, t_top, t_
   wire [26:0] big;
   output big_neg;
   wire big_neg;
+  wire [9:0] big_top;
+  wire [10:0] d_ta;
   wire [10:0] \dist ;
-  output [23:0] \port$554$0 ;
-  wire [23:0] \port$554$0 ;
+  output [23:0] \port$570$0 ;
+  wire [23:0] \port$570$0 ;
   wire [4:0] shift;
   output [26:0] \small ;
   wire [26:0] \small ;
   output small_neg;
   wire small_neg;
   wire [23:0] small_sig;
-  wire [9:0] small_top;
   wire small_zero;
   input t_neg;
   wire t_neg;
@@ -2122,51 +2125,158 @@ module \hif4_dot_rnone_s3_l64_bnd.acc.add.align (a_top, a_zero, t_sig, t_top, t_
   input t_zero;
   wire t_zero;
   wire [53:0] wide;
-  assign \$2  = $signed(a_top) >= $signed(t_top);
+  assign d_ta = $signed(t_top) - $signed(a_top);
+  assign \$1  = ~ a_zero;
+  assign \$2  = $signed(\$signal ) >= $signed(1'h0);
   assign \$3  = t_zero | \$2 ;
   assign a_big = \$1  & \$3 ;
-  assign \$signal  = a_big ? a_sig : t_sig;
+  assign \$signal$7  = a_big ? a_sig : t_sig;
   assign small_sig = a_big ? t_sig : a_sig;
-  assign \$signal$9  = a_big ? a_top : t_top;
-  assign small_top = a_big ? t_top : a_top;
+  assign big_top = a_big ? a_top : t_top;
   assign small_zero = a_big ? t_zero : a_zero;
   assign big_neg = a_big ? a_neg : t_neg;
   assign small_neg = a_big ? t_neg : a_neg;
-  assign \dist  = $signed(\$signal$9 ) - $signed(small_top);
+  assign \dist  = a_big ? \$signal  : d_ta;
   assign \$4  = $signed(\dist ) >= $signed(6'h1b);
   assign \$5  = small_zero | \$4 ;
   assign \$6  = \$5  ? 11'h01b : \dist ;
   assign wide = { small_sig, 30'h00000000 } >> \$6 [4:0];
   assign \$7  = | wide[26:0];
   assign \small  = wide[53:27] | { 26'h0000000, \$7  };
-  assign \$8  = $signed(\$signal$9 ) - $signed(6'h1a);
-  assign \$1  = ~ a_zero;
+  assign \$8  = $signed(big_top) - $signed(6'h1a);
+  assign \$signal  = $signed(a_top) - $signed(t_top);
   assign shift = \$6 [4:0];
-  assign big = { \$signal , 3'h0 };
-  assign \port$554$0  = \$signal ;
+  assign big = { \$signal$7 , 3'h0 };
+  assign \port$570$0  = \$signal$7 ;
   assign base = \$8 [9:0];
 endmodule
 
 (* generator = "Amaranth" *)
-module \hif4_dot_rnone_s3_l64_bnd.acc.add.decode (a_top, a_zero, t_sig, t_top, t_zero, t_neg, \port$676$0 , zero_acc, acc, a_sig);
-  reg \$auto$verilog_backend.cc:2355:dump_module$4  = 0;
+module \hif4_dot_rnone_s3_l64_bnd.acc.add.decode (a_top, a_zero, t_sig, t_top, t_zero, t_neg, \port$747$0 , zero_acc, acc, ma);
   wire \$1 ;
-  wire [10:0] \$10 ;
-  wire [11:0] \$11 ;
-  wire [54:0] \$12 ;
-  wire [10:0] \$13 ;
-  wire [11:0] \$14 ;
+  wire \$10 ;
+  wire \$100 ;
+  wire [1:0] \$101 ;
+  wire \$102 ;
+  wire \$103 ;
+  wire \$104 ;
+  wire [1:0] \$105 ;
+  wire [2:0] \$106 ;
+  wire \$107 ;
+  wire \$108 ;
+  wire \$109 ;
+  wire \$11 ;
+  wire \$110 ;
+  wire \$111 ;
+  wire \$112 ;
+  wire [1:0] \$113 ;
+  wire \$114 ;
+  wire \$115 ;
+  wire \$116 ;
+  wire [1:0] \$117 ;
+  wire [2:0] \$118 ;
+  wire [3:0] \$119 ;
+  wire \$12 ;
+  wire [4:0] \$120 ;
+  wire [54:0] \$121 ;
+  wire [10:0] \$122 ;
+  wire [11:0] \$123 ;
+  wire \$13 ;
+  wire \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  wire \$17 ;
+  wire \$18 ;
+  wire \$19 ;
   wire \$2 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire \$22 ;
+  wire \$23 ;
+  wire \$24 ;
+  wire \$25 ;
+  wire \$26 ;
+  wire \$27 ;
+  wire \$28 ;
+  wire \$29 ;
   wire [23:0] \$3 ;
+  wire \$30 ;
+  wire \$31 ;
+  wire \$32 ;
+  wire \$33 ;
+  wire \$34 ;
+  wire \$35 ;
+  wire \$36 ;
+  wire \$37 ;
+  wire \$38 ;
+  wire \$39 ;
   wire [23:0] \$4 ;
+  wire \$40 ;
+  wire \$41 ;
+  wire \$42 ;
+  wire \$43 ;
+  wire \$44 ;
+  wire \$45 ;
+  wire \$46 ;
+  wire \$47 ;
+  wire \$48 ;
+  wire \$49 ;
   wire \$5 ;
+  wire \$50 ;
+  wire \$51 ;
+  wire \$52 ;
+  wire \$53 ;
+  wire \$54 ;
+  wire \$55 ;
+  wire \$56 ;
+  wire \$57 ;
+  wire \$58 ;
+  wire \$59 ;
   wire [7:0] \$6 ;
+  wire \$60 ;
+  wire \$61 ;
+  wire \$62 ;
+  wire \$63 ;
+  wire \$64 ;
+  wire \$65 ;
+  wire \$66 ;
+  wire \$67 ;
+  wire \$68 ;
+  wire [1:0] \$69 ;
   wire [8:0] \$7 ;
+  wire \$70 ;
+  wire \$71 ;
+  wire \$72 ;
+  wire [1:0] \$73 ;
+  wire [2:0] \$74 ;
+  wire \$75 ;
+  wire \$76 ;
+  wire \$77 ;
+  wire \$78 ;
+  wire \$79 ;
   wire [7:0] \$8 ;
-  wire [54:0] \$9 ;
-  reg [4:0] a_lz;
+  wire \$80 ;
+  wire [1:0] \$81 ;
+  wire \$82 ;
+  wire \$83 ;
+  wire \$84 ;
+  wire [1:0] \$85 ;
+  wire [2:0] \$86 ;
+  wire [3:0] \$87 ;
+  wire \$88 ;
+  wire \$89 ;
+  wire [10:0] \$9 ;
+  wire \$90 ;
+  wire \$91 ;
+  wire \$92 ;
+  wire \$93 ;
+  wire \$94 ;
+  wire \$95 ;
+  wire \$96 ;
+  wire \$97 ;
+  wire \$98 ;
+  wire \$99 ;
   wire a_neg;
-  output [23:0] a_sig;
   wire [23:0] a_sig;
   output [9:0] a_top;
   wire [9:0] a_top;
@@ -2177,12 +2287,13 @@ module \hif4_dot_rnone_s3_l64_bnd.acc.add.decode (a_top, a_zero, t_sig, t_top, t
   wire [6:0] exp;
   wire [9:0] lsb_a;
   wire [9:0] lsb_t;
+  output [23:0] ma;
   wire [23:0] ma;
   wire [22:0] mt;
-  input [29:0] \port$676$0 ;
-  wire [29:0] \port$676$0 ;
+  input [29:0] \port$747$0 ;
+  wire [29:0] \port$747$0 ;
   wire [22:0] sig;
-  reg [4:0] t_lz;
+  wire [4:0] t_lz;
   output t_neg;
   wire t_neg;
   output [23:0] t_sig;
@@ -2195,217 +2306,289 @@ module \hif4_dot_rnone_s3_l64_bnd.acc.add.decode (a_top, a_zero, t_sig, t_top, t
   wire zero_acc;
   assign \$1  = | acc[30:23];
   assign ma = zero_acc ? 24'h000000 : { \$1 , acc[22:0] };
-  assign \$2  = $signed(\port$676$0 [22:0]) < $signed(1'h0);
-  assign \$3  = - $signed(\port$676$0 [22:0]);
-  assign \$4  = \$2  ? \$3  : { \port$676$0 [22], \port$676$0 [22:0] };
+  assign \$2  = $signed(\port$747$0 [22:0]) < $signed(1'h0);
+  assign \$3  = - $signed(\port$747$0 [22:0]);
+  assign \$4  = \$2  ? \$3  : { \port$747$0 [22], \port$747$0 [22:0] };
   assign \$5  = ! acc[30:23];
   assign \$6  = \$5  ? 8'h01 : acc[30:23];
   assign \$7  = \$6  - 8'h96;
-  assign \$8  = \port$676$0 [29:23] - 7'h68;
-  assign \$9  = ma << a_lz;
-  assign \$10  = $signed(\$7 ) + $signed(6'h17);
-  assign \$11  = $signed(\$10 ) - $signed({ 1'h0, a_lz });
+  assign \$8  = \port$747$0 [29:23] - 7'h68;
+  assign \$9  = $signed(\$7 ) + $signed(6'h17);
   assign a_zero = ! ma;
-  assign \$12  = { \$4 [22:0], 1'h0 } << t_lz;
-  assign \$13  = $signed(\$8 ) + $signed(6'h16);
-  assign \$14  = $signed(\$13 ) - $signed({ 1'h0, t_lz });
+  assign \$10  = \$4 [22] | \$4 [21];
+  assign \$11  = \$4 [20] | \$4 [19];
+  assign \$12  = \$10  | \$11 ;
+  assign \$13  = \$4 [18] | \$4 [17];
+  assign \$14  = \$4 [16] | \$4 [15];
+  assign \$15  = \$13  | \$14 ;
+  assign \$16  = \$12  | \$15 ;
+  assign \$17  = \$4 [14] | \$4 [13];
+  assign \$18  = \$4 [12] | \$4 [11];
+  assign \$19  = \$17  | \$18 ;
+  assign \$20  = \$4 [10] | \$4 [9];
+  assign \$21  = \$4 [8] | \$4 [7];
+  assign \$22  = \$20  | \$21 ;
+  assign \$23  = \$19  | \$22 ;
+  assign \$24  = \$16  | \$23 ;
+  assign \$25  = \$4 [6] | \$4 [5];
+  assign \$26  = \$4 [4] | \$4 [3];
+  assign \$27  = \$25  | \$26 ;
+  assign \$28  = \$4 [2] | \$4 [1];
+  assign \$30  = \$28  | \$29 ;
+  assign \$31  = \$27  | \$30 ;
+  assign \$40  = \$24  | \$39 ;
+  assign \$41  = \$4 [22] | \$4 [21];
+  assign \$42  = \$4 [20] | \$4 [19];
+  assign \$43  = \$41  | \$42 ;
+  assign \$44  = \$4 [18] | \$4 [17];
+  assign \$45  = \$4 [16] | \$4 [15];
+  assign \$46  = \$44  | \$45 ;
+  assign \$47  = \$43  | \$46 ;
+  assign \$48  = \$4 [14] | \$4 [13];
+  assign \$49  = \$4 [12] | \$4 [11];
+  assign \$50  = \$48  | \$49 ;
+  assign \$51  = \$4 [10] | \$4 [9];
+  assign \$52  = \$4 [8] | \$4 [7];
+  assign \$53  = \$51  | \$52 ;
+  assign \$54  = \$50  | \$53 ;
+  assign \$55  = \$47  | \$54 ;
+  assign \$56  = \$4 [22] | \$4 [21];
+  assign \$57  = \$4 [20] | \$4 [19];
+  assign \$58  = \$56  | \$57 ;
+  assign \$59  = \$4 [18] | \$4 [17];
+  assign \$60  = \$4 [16] | \$4 [15];
+  assign \$61  = \$59  | \$60 ;
+  assign \$62  = \$58  | \$61 ;
+  assign \$63  = \$4 [22] | \$4 [21];
+  assign \$64  = \$4 [20] | \$4 [19];
+  assign \$65  = \$63  | \$64 ;
+  assign \$66  = \$4 [22] | \$4 [21];
+  assign \$67  = \$4 [22] ? 1'h0 : 1'h1;
+  assign \$68  = \$4 [20] ? 1'h0 : 1'h1;
+  assign \$69  = \$66  ? { 1'h0, \$67  } : { 1'h1, \$68  };
+  assign \$70  = \$4 [18] | \$4 [17];
+  assign \$71  = \$4 [18] ? 1'h0 : 1'h1;
+  assign \$72  = \$4 [16] ? 1'h0 : 1'h1;
+  assign \$73  = \$70  ? { 1'h0, \$71  } : { 1'h1, \$72  };
+  assign \$74  = \$65  ? { 1'h0, \$69  } : { 1'h1, \$73  };
+  assign \$75  = \$4 [14] | \$4 [13];
+  assign \$76  = \$4 [12] | \$4 [11];
+  assign \$77  = \$75  | \$76 ;
+  assign \$78  = \$4 [14] | \$4 [13];
+  assign \$79  = \$4 [14] ? 1'h0 : 1'h1;
+  assign \$80  = \$4 [12] ? 1'h0 : 1'h1;
+  assign \$81  = \$78  ? { 1'h0, \$79  } : { 1'h1, \$80  };
+  assign \$82  = \$4 [10] | \$4 [9];
+  assign \$83  = \$4 [10] ? 1'h0 : 1'h1;
+  assign \$84  = \$4 [8] ? 1'h0 : 1'h1;
+  assign \$85  = \$82  ? { 1'h0, \$83  } : { 1'h1, \$84  };
+  assign \$86  = \$77  ? { 1'h0, \$81  } : { 1'h1, \$85  };
+  assign \$87  = \$62  ? { 1'h0, \$74  } : { 1'h1, \$86  };
+  assign \$88  = \$4 [6] | \$4 [5];
+  assign \$89  = \$4 [4] | \$4 [3];
+  assign \$90  = \$88  | \$89 ;
+  assign \$91  = \$4 [2] | \$4 [1];
+  assign \$93  = \$91  | \$92 ;
+  assign \$94  = \$90  | \$93 ;
+  assign \$95  = \$4 [6] | \$4 [5];
+  assign \$96  = \$4 [4] | \$4 [3];
+  assign \$97  = \$95  | \$96 ;
+  assign \$98  = \$4 [6] | \$4 [5];
+  assign \$99  = \$4 [6] ? 1'h0 : 1'h1;
+  assign \$100  = \$4 [4] ? 1'h0 : 1'h1;
+  assign \$101  = \$98  ? { 1'h0, \$99  } : { 1'h1, \$100  };
+  assign \$102  = \$4 [2] | \$4 [1];
+  assign \$103  = \$4 [2] ? 1'h0 : 1'h1;
+  assign \$104  = \$4 [0] ? 1'h0 : 1'h1;
+  assign \$105  = \$102  ? { 1'h0, \$103  } : { 1'h1, \$104  };
+  assign \$106  = \$97  ? { 1'h0, \$101  } : { 1'h1, \$105  };
+  assign \$119  = \$94  ? { 1'h0, \$106  } : 4'hf;
+  assign \$120  = \$55  ? { 1'h0, \$87  } : { 1'h1, \$119  };
+  assign t_lz = \$40  ? \$120  : 5'h00;
+  assign \$121  = { \$4 [22:0], 1'h0 } << t_lz;
+  assign \$122  = $signed(\$8 ) + $signed(6'h16);
+  assign \$123  = $signed(\$122 ) - $signed({ 1'h0, t_lz });
   assign t_zero = ! \$4 [22:0];
-  assign t_neg = $signed(\port$676$0 [22:0]) < $signed(1'h0);
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    a_lz = 5'h00;
-    if (ma[0]) begin
-      a_lz = 5'h17;
-    end
-    if (ma[1]) begin
-      a_lz = 5'h16;
-    end
-    if (ma[2]) begin
-      a_lz = 5'h15;
-    end
-    if (ma[3]) begin
-      a_lz = 5'h14;
-    end
-    if (ma[4]) begin
-      a_lz = 5'h13;
-    end
-    if (ma[5]) begin
-      a_lz = 5'h12;
-    end
-    if (ma[6]) begin
-      a_lz = 5'h11;
-    end
-    if (ma[7]) begin
-      a_lz = 5'h10;
-    end
-    if (ma[8]) begin
-      a_lz = 5'h0f;
-    end
-    if (ma[9]) begin
-      a_lz = 5'h0e;
-    end
-    if (ma[10]) begin
-      a_lz = 5'h0d;
-    end
-    if (ma[11]) begin
-      a_lz = 5'h0c;
-    end
-    if (ma[12]) begin
-      a_lz = 5'h0b;
-    end
-    if (ma[13]) begin
-      a_lz = 5'h0a;
-    end
-    if (ma[14]) begin
-      a_lz = 5'h09;
-    end
-    if (ma[15]) begin
-      a_lz = 5'h08;
-    end
-    if (ma[16]) begin
-      a_lz = 5'h07;
-    end
-    if (ma[17]) begin
-      a_lz = 5'h06;
-    end
-    if (ma[18]) begin
-      a_lz = 5'h05;
-    end
-    if (ma[19]) begin
-      a_lz = 5'h04;
-    end
-    if (ma[20]) begin
-      a_lz = 5'h03;
-    end
-    if (ma[21]) begin
-      a_lz = 5'h02;
-    end
-    if (ma[22]) begin
-      a_lz = 5'h01;
-    end
-    if (ma[23]) begin
-      a_lz = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    t_lz = 5'h00;
-    if (\$4 [0]) begin
-      t_lz = 5'h16;
-    end
-    if (\$4 [1]) begin
-      t_lz = 5'h15;
-    end
-    if (\$4 [2]) begin
-      t_lz = 5'h14;
-    end
-    if (\$4 [3]) begin
-      t_lz = 5'h13;
-    end
-    if (\$4 [4]) begin
-      t_lz = 5'h12;
-    end
-    if (\$4 [5]) begin
-      t_lz = 5'h11;
-    end
-    if (\$4 [6]) begin
-      t_lz = 5'h10;
-    end
-    if (\$4 [7]) begin
-      t_lz = 5'h0f;
-    end
-    if (\$4 [8]) begin
-      t_lz = 5'h0e;
-    end
-    if (\$4 [9]) begin
-      t_lz = 5'h0d;
-    end
-    if (\$4 [10]) begin
-      t_lz = 5'h0c;
-    end
-    if (\$4 [11]) begin
-      t_lz = 5'h0b;
-    end
-    if (\$4 [12]) begin
-      t_lz = 5'h0a;
-    end
-    if (\$4 [13]) begin
-      t_lz = 5'h09;
-    end
-    if (\$4 [14]) begin
-      t_lz = 5'h08;
-    end
-    if (\$4 [15]) begin
-      t_lz = 5'h07;
-    end
-    if (\$4 [16]) begin
-      t_lz = 5'h06;
-    end
-    if (\$4 [17]) begin
-      t_lz = 5'h05;
-    end
-    if (\$4 [18]) begin
-      t_lz = 5'h04;
-    end
-    if (\$4 [19]) begin
-      t_lz = 5'h03;
-    end
-    if (\$4 [20]) begin
-      t_lz = 5'h02;
-    end
-    if (\$4 [21]) begin
-      t_lz = 5'h01;
-    end
-    if (\$4 [22]) begin
-      t_lz = 5'h00;
-    end
-  end
+  assign t_neg = $signed(\port$747$0 [22:0]) < $signed(1'h0);
   assign mt = \$4 [22:0];
-  assign sig = \port$676$0 [22:0];
+  assign sig = \port$747$0 [22:0];
   assign lsb_a = { \$7 [8], \$7  };
   assign lsb_t = { \$8 [7], \$8 [7], \$8  };
-  assign exp = \port$676$0 [29:23];
+  assign exp = \port$747$0 [29:23];
+  assign a_sig = ma;
   assign a_neg = acc[31];
-  assign a_sig = \$9 [23:0];
-  assign a_top = \$11 [9:0];
-  assign t_sig = \$12 [23:0];
-  assign t_top = \$14 [9:0];
+  assign a_top = \$9 [9:0];
+  assign t_sig = \$121 [23:0];
+  assign t_top = \$123 [9:0];
+  assign \$29  = \$4 [0];
+  assign \$32  = 1'h0;
+  assign \$33  = 1'h0;
+  assign \$34  = 1'h0;
+  assign \$35  = 1'h0;
+  assign \$36  = 1'h0;
+  assign \$37  = 1'h0;
+  assign \$38  = 1'h0;
+  assign \$39  = \$31 ;
+  assign \$92  = \$4 [0];
+  assign \$107  = 1'h0;
+  assign \$108  = 1'h0;
+  assign \$109  = 1'h0;
+  assign \$110  = 1'h0;
+  assign \$111  = 1'h1;
+  assign \$112  = 1'h1;
+  assign \$113  = 2'h3;
+  assign \$114  = 1'h0;
+  assign \$115  = 1'h1;
+  assign \$116  = 1'h1;
+  assign \$117  = 2'h3;
+  assign \$118  = 3'h7;
 endmodule
 
 (* generator = "Amaranth" *)
 module \hif4_dot_rnone_s3_l64_bnd.acc.add.round (mag, neg, word, base);
-  reg \$auto$verilog_backend.cc:2355:dump_module$5  = 0;
-  wire [10:0] \$1 ;
+  reg \$auto$verilog_backend.cc:2355:dump_module$4  = 0;
+  wire \$1 ;
   wire \$10 ;
-  wire [58:0] \$11 ;
-  wire [57:0] \$12 ;
-  wire [88:0] \$13 ;
-  wire [10:0] \$14 ;
-  wire [11:0] \$15 ;
-  wire [12:0] \$16 ;
+  wire \$100 ;
+  wire \$101 ;
+  wire \$102 ;
+  wire \$103 ;
+  wire [1:0] \$104 ;
+  wire \$105 ;
+  wire \$106 ;
+  wire \$107 ;
+  wire [1:0] \$108 ;
+  wire [2:0] \$109 ;
+  wire \$11 ;
+  wire [3:0] \$110 ;
+  wire [4:0] \$111 ;
+  wire [10:0] \$112 ;
+  wire [11:0] \$113 ;
+  wire \$114 ;
+  wire \$115 ;
+  wire [11:0] \$116 ;
+  wire \$117 ;
+  wire [11:0] \$118 ;
+  wire [11:0] \$119 ;
+  wire \$12 ;
+  wire [11:0] \$120 ;
+  wire \$121 ;
+  wire [58:0] \$122 ;
+  wire [57:0] \$123 ;
+  wire [88:0] \$124 ;
+  wire [10:0] \$125 ;
+  wire [11:0] \$126 ;
+  wire [12:0] \$127 ;
+  wire \$128 ;
+  wire \$129 ;
+  wire \$13 ;
+  wire \$130 ;
+  wire \$131 ;
+  wire \$132 ;
+  wire [12:0] \$133 ;
+  wire \$134 ;
+  wire \$135 ;
+  wire \$14 ;
+  wire \$15 ;
+  wire \$16 ;
   wire \$17 ;
   wire \$18 ;
   wire \$19 ;
-  wire [11:0] \$2 ;
+  wire \$2 ;
   wire \$20 ;
   wire \$21 ;
-  wire [12:0] \$22 ;
+  wire \$22 ;
   wire \$23 ;
   wire \$24 ;
+  wire \$25 ;
+  wire \$26 ;
+  wire \$27 ;
+  wire \$28 ;
+  wire \$29 ;
   wire \$3 ;
+  wire \$30 ;
+  wire \$31 ;
+  wire \$32 ;
+  wire \$33 ;
+  wire \$34 ;
+  wire \$35 ;
+  wire \$36 ;
+  wire \$37 ;
+  wire \$38 ;
+  wire \$39 ;
   wire \$4 ;
-  wire [11:0] \$5 ;
+  wire \$40 ;
+  wire \$41 ;
+  wire \$42 ;
+  wire \$43 ;
+  wire \$44 ;
+  wire \$45 ;
+  wire \$46 ;
+  wire \$47 ;
+  wire \$48 ;
+  wire \$49 ;
+  wire \$5 ;
+  wire \$50 ;
+  wire \$51 ;
+  wire \$52 ;
+  wire \$53 ;
+  wire \$54 ;
+  wire \$55 ;
+  wire \$56 ;
+  wire \$57 ;
+  wire \$58 ;
+  wire \$59 ;
   wire \$6 ;
-  wire [11:0] \$7 ;
-  wire [11:0] \$8 ;
-  wire [11:0] \$9 ;
+  wire [1:0] \$60 ;
+  wire \$61 ;
+  wire \$62 ;
+  wire \$63 ;
+  wire [1:0] \$64 ;
+  wire [2:0] \$65 ;
+  wire \$66 ;
+  wire \$67 ;
+  wire \$68 ;
+  wire \$69 ;
+  wire \$7 ;
+  wire \$70 ;
+  wire \$71 ;
+  wire [1:0] \$72 ;
+  wire \$73 ;
+  wire \$74 ;
+  wire \$75 ;
+  wire [1:0] \$76 ;
+  wire [2:0] \$77 ;
+  wire [3:0] \$78 ;
+  wire \$79 ;
+  wire \$8 ;
+  wire \$80 ;
+  wire \$81 ;
+  wire \$82 ;
+  wire \$83 ;
+  wire \$84 ;
+  wire \$85 ;
+  wire \$86 ;
+  wire \$87 ;
+  wire \$88 ;
+  wire \$89 ;
+  wire \$9 ;
+  wire \$90 ;
+  wire \$91 ;
+  wire [1:0] \$92 ;
+  wire \$93 ;
+  wire \$94 ;
+  wire \$95 ;
+  wire [1:0] \$96 ;
+  wire [2:0] \$97 ;
+  wire \$98 ;
+  wire \$99 ;
   input [9:0] base;
   wire [9:0] base;
   wire [10:0] cap;
   reg [11:0] exp;
   wire [11:0] exp_pre;
   reg [22:0] frac;
-  reg [4:0] lz;
+  wire [4:0] lz;
   input [27:0] mag;
   wire [27:0] mag;
   input neg;
@@ -2416,133 +2599,149 @@ module \hif4_dot_rnone_s3_l64_bnd.acc.add.round (mag, neg, word, base);
   wire [57:0] wide;
   output [31:0] word;
   reg [31:0] word;
-  assign \$1  = $signed(base) + $signed(6'h1b);
-  assign \$2  = $signed(\$1 ) + $signed(8'h7e);
-  assign \$3  = $signed(\$2 [10:0]) < $signed({ 1'h0, lz });
-  assign shift = \$3  ? \$2 [10:0] : { 6'h00, lz };
-  assign \$4  = $signed(shift) >= $signed(1'h0);
-  assign \$5  = - $signed(shift);
-  assign \$6  = $signed(\$5 ) > $signed(6'h1e);
-  assign \$7  = - $signed(shift);
-  assign \$8  = \$6  ? 12'h01e : \$7 ;
-  assign \$9  = \$4  ? 12'h000 : \$8 ;
-  assign \$10  = $signed(shift) >= $signed(1'h0);
-  assign \$11  = mag << shift[4:0];
-  assign \$12  = { mag, 30'h00000000 } >> \$9 [4:0];
-  assign \$13  = \$10  ? { \$11 , 30'h00000000 } : { 31'h00000000, \$12  };
-  assign \$14  = $signed(base) + $signed(6'h1b);
-  assign \$15  = $signed(\$14 ) + $signed(8'h7f);
-  assign \$16  = $signed(\$15 ) - $signed(shift);
-  assign \$17  = | \$13 [32:30];
-  assign \$18  = | \$13 [29:0];
-  assign \$19  = \$17  | \$18 ;
-  assign \$20  = \$19  | \$13 [34];
-  assign \$21  = \$13 [33] & \$20 ;
-  assign rounded = \$13 [57:34] + \$21 ;
-  assign \$22  = $signed(\$16 [11:0]) + $signed(2'h1);
-  assign \$23  = ! mag;
-  assign \$24  = $signed(exp) >= $signed(9'h0ff);
+  assign \$1  = mag[27] | mag[26];
+  assign \$2  = mag[25] | mag[24];
+  assign \$3  = \$1  | \$2 ;
+  assign \$4  = mag[23] | mag[22];
+  assign \$5  = mag[21] | mag[20];
+  assign \$6  = \$4  | \$5 ;
+  assign \$7  = \$3  | \$6 ;
+  assign \$8  = mag[19] | mag[18];
+  assign \$9  = mag[17] | mag[16];
+  assign \$10  = \$8  | \$9 ;
+  assign \$11  = mag[15] | mag[14];
+  assign \$12  = mag[13] | mag[12];
+  assign \$13  = \$11  | \$12 ;
+  assign \$14  = \$10  | \$13 ;
+  assign \$15  = \$7  | \$14 ;
+  assign \$16  = mag[11] | mag[10];
+  assign \$17  = mag[9] | mag[8];
+  assign \$18  = \$16  | \$17 ;
+  assign \$19  = mag[7] | mag[6];
+  assign \$20  = mag[5] | mag[4];
+  assign \$21  = \$19  | \$20 ;
+  assign \$22  = \$18  | \$21 ;
+  assign \$23  = mag[3] | mag[2];
+  assign \$24  = mag[1] | mag[0];
+  assign \$25  = \$23  | \$24 ;
+  assign \$30  = \$22  | \$29 ;
+  assign \$31  = \$15  | \$30 ;
+  assign \$32  = mag[27] | mag[26];
+  assign \$33  = mag[25] | mag[24];
+  assign \$34  = \$32  | \$33 ;
+  assign \$35  = mag[23] | mag[22];
+  assign \$36  = mag[21] | mag[20];
+  assign \$37  = \$35  | \$36 ;
+  assign \$38  = \$34  | \$37 ;
+  assign \$39  = mag[19] | mag[18];
+  assign \$40  = mag[17] | mag[16];
+  assign \$41  = \$39  | \$40 ;
+  assign \$42  = mag[15] | mag[14];
+  assign \$43  = mag[13] | mag[12];
+  assign \$44  = \$42  | \$43 ;
+  assign \$45  = \$41  | \$44 ;
+  assign \$46  = \$38  | \$45 ;
+  assign \$47  = mag[27] | mag[26];
+  assign \$48  = mag[25] | mag[24];
+  assign \$49  = \$47  | \$48 ;
+  assign \$50  = mag[23] | mag[22];
+  assign \$51  = mag[21] | mag[20];
+  assign \$52  = \$50  | \$51 ;
+  assign \$53  = \$49  | \$52 ;
+  assign \$54  = mag[27] | mag[26];
+  assign \$55  = mag[25] | mag[24];
+  assign \$56  = \$54  | \$55 ;
+  assign \$57  = mag[27] | mag[26];
+  assign \$58  = mag[27] ? 1'h0 : 1'h1;
+  assign \$59  = mag[25] ? 1'h0 : 1'h1;
+  assign \$60  = \$57  ? { 1'h0, \$58  } : { 1'h1, \$59  };
+  assign \$61  = mag[23] | mag[22];
+  assign \$62  = mag[23] ? 1'h0 : 1'h1;
+  assign \$63  = mag[21] ? 1'h0 : 1'h1;
+  assign \$64  = \$61  ? { 1'h0, \$62  } : { 1'h1, \$63  };
+  assign \$65  = \$56  ? { 1'h0, \$60  } : { 1'h1, \$64  };
+  assign \$66  = mag[19] | mag[18];
+  assign \$67  = mag[17] | mag[16];
+  assign \$68  = \$66  | \$67 ;
+  assign \$69  = mag[19] | mag[18];
+  assign \$70  = mag[19] ? 1'h0 : 1'h1;
+  assign \$71  = mag[17] ? 1'h0 : 1'h1;
+  assign \$72  = \$69  ? { 1'h0, \$70  } : { 1'h1, \$71  };
+  assign \$73  = mag[15] | mag[14];
+  assign \$74  = mag[15] ? 1'h0 : 1'h1;
+  assign \$75  = mag[13] ? 1'h0 : 1'h1;
+  assign \$76  = \$73  ? { 1'h0, \$74  } : { 1'h1, \$75  };
+  assign \$77  = \$68  ? { 1'h0, \$72  } : { 1'h1, \$76  };
+  assign \$78  = \$53  ? { 1'h0, \$65  } : { 1'h1, \$77  };
+  assign \$79  = mag[11] | mag[10];
+  assign \$80  = mag[9] | mag[8];
+  assign \$81  = \$79  | \$80 ;
+  assign \$82  = mag[7] | mag[6];
+  assign \$83  = mag[5] | mag[4];
+  assign \$84  = \$82  | \$83 ;
+  assign \$85  = \$81  | \$84 ;
+  assign \$86  = mag[11] | mag[10];
+  assign \$87  = mag[9] | mag[8];
+  assign \$88  = \$86  | \$87 ;
+  assign \$89  = mag[11] | mag[10];
+  assign \$90  = mag[11] ? 1'h0 : 1'h1;
+  assign \$91  = mag[9] ? 1'h0 : 1'h1;
+  assign \$92  = \$89  ? { 1'h0, \$90  } : { 1'h1, \$91  };
+  assign \$93  = mag[7] | mag[6];
+  assign \$94  = mag[7] ? 1'h0 : 1'h1;
+  assign \$95  = mag[5] ? 1'h0 : 1'h1;
+  assign \$96  = \$93  ? { 1'h0, \$94  } : { 1'h1, \$95  };
+  assign \$97  = \$88  ? { 1'h0, \$92  } : { 1'h1, \$96  };
+  assign \$98  = mag[3] | mag[2];
+  assign \$99  = mag[1] | mag[0];
+  assign \$100  = \$98  | \$99 ;
+  assign \$101  = mag[3] | mag[2];
+  assign \$102  = mag[3] ? 1'h0 : 1'h1;
+  assign \$103  = mag[1] ? 1'h0 : 1'h1;
+  assign \$104  = \$101  ? { 1'h0, \$102  } : { 1'h1, \$103  };
+  assign \$109  = \$100  ? { 1'h0, \$104  } : 3'h7;
+  assign \$110  = \$85  ? { 1'h0, \$97  } : { 1'h1, \$109  };
+  assign \$111  = \$46  ? { 1'h0, \$78  } : { 1'h1, \$110  };
+  assign lz = \$31  ? \$111  : 5'h00;
+  assign \$112  = $signed(base) + $signed(6'h1b);
+  assign \$113  = $signed(\$112 ) + $signed(8'h7e);
+  assign \$114  = $signed(\$113 [10:0]) < $signed({ 1'h0, lz });
+  assign shift = \$114  ? \$113 [10:0] : { 6'h00, lz };
+  assign \$115  = $signed(\$113 [10:0]) >= $signed(1'h0);
+  assign \$116  = - $signed(\$113 [10:0]);
+  assign \$117  = $signed(\$116 ) > $signed(6'h1e);
+  assign \$118  = - $signed(\$113 [10:0]);
+  assign \$119  = \$117  ? 12'h01e : \$118 ;
+  assign \$120  = \$115  ? 12'h000 : \$119 ;
+  assign \$121  = $signed(\$113 [10:0]) >= $signed(1'h0);
+  assign \$122  = mag << shift[4:0];
+  assign \$123  = { mag, 30'h00000000 } >> \$120 [4:0];
+  assign \$124  = \$121  ? { \$122 , 30'h00000000 } : { 31'h00000000, \$123  };
+  assign \$125  = $signed(base) + $signed(6'h1b);
+  assign \$126  = $signed(\$125 ) + $signed(8'h7f);
+  assign \$127  = $signed(\$126 ) - $signed(shift);
+  assign \$128  = | \$124 [32:30];
+  assign \$129  = | \$124 [29:0];
+  assign \$130  = \$128  | \$129 ;
+  assign \$131  = \$130  | \$124 [34];
+  assign \$132  = \$124 [33] & \$131 ;
+  assign rounded = \$124 [57:34] + \$132 ;
+  assign \$133  = $signed(\$127 [11:0]) + $signed(2'h1);
+  assign \$134  = ! mag;
+  assign \$135  = $signed(exp) >= $signed(9'h0ff);
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    lz = 5'h00;
-    if (mag[0]) begin
-      lz = 5'h1b;
-    end
-    if (mag[1]) begin
-      lz = 5'h1a;
-    end
-    if (mag[2]) begin
-      lz = 5'h19;
-    end
-    if (mag[3]) begin
-      lz = 5'h18;
-    end
-    if (mag[4]) begin
-      lz = 5'h17;
-    end
-    if (mag[5]) begin
-      lz = 5'h16;
-    end
-    if (mag[6]) begin
-      lz = 5'h15;
-    end
-    if (mag[7]) begin
-      lz = 5'h14;
-    end
-    if (mag[8]) begin
-      lz = 5'h13;
-    end
-    if (mag[9]) begin
-      lz = 5'h12;
-    end
-    if (mag[10]) begin
-      lz = 5'h11;
-    end
-    if (mag[11]) begin
-      lz = 5'h10;
-    end
-    if (mag[12]) begin
-      lz = 5'h0f;
-    end
-    if (mag[13]) begin
-      lz = 5'h0e;
-    end
-    if (mag[14]) begin
-      lz = 5'h0d;
-    end
-    if (mag[15]) begin
-      lz = 5'h0c;
-    end
-    if (mag[16]) begin
-      lz = 5'h0b;
-    end
-    if (mag[17]) begin
-      lz = 5'h0a;
-    end
-    if (mag[18]) begin
-      lz = 5'h09;
-    end
-    if (mag[19]) begin
-      lz = 5'h08;
-    end
-    if (mag[20]) begin
-      lz = 5'h07;
-    end
-    if (mag[21]) begin
-      lz = 5'h06;
-    end
-    if (mag[22]) begin
-      lz = 5'h05;
-    end
-    if (mag[23]) begin
-      lz = 5'h04;
-    end
-    if (mag[24]) begin
-      lz = 5'h03;
-    end
-    if (mag[25]) begin
-      lz = 5'h02;
-    end
-    if (mag[26]) begin
-      lz = 5'h01;
-    end
-    if (mag[27]) begin
-      lz = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     (* full_case = 32'd1 *)
     if (rounded[24]) begin
-      exp = \$22 [11:0];
+      exp = \$133 [11:0];
     end else if (rounded[23]) begin
-      exp = \$16 [11:0];
+      exp = \$127 [11:0];
     end else begin
       exp = 12'h000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     (* full_case = 32'd1 *)
     if (rounded[24]) begin
       frac = 23'h000000;
@@ -2553,20 +2752,28 @@ module \hif4_dot_rnone_s3_l64_bnd.acc.add.round (mag, neg, word, base);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     (* full_case = 32'd1 *)
-    if (\$23 ) begin
+    if (\$134 ) begin
       word = 32'd0;
-    end else if (\$24 ) begin
+    end else if (\$135 ) begin
       word = { neg, 31'h7f800000 };
     end else begin
       word = { neg, exp[7:0], frac };
     end
   end
-  assign cap = \$2 [10:0];
-  assign right = \$9 [4:0];
-  assign wide = \$13 [57:0];
-  assign exp_pre = \$16 [11:0];
+  assign cap = \$113 [10:0];
+  assign right = \$120 [4:0];
+  assign wide = \$124 [57:0];
+  assign exp_pre = \$127 [11:0];
+  assign \$26  = 1'h0;
+  assign \$27  = 1'h0;
+  assign \$28  = 1'h0;
+  assign \$29  = \$25 ;
+  assign \$105  = 1'h0;
+  assign \$106  = 1'h1;
+  assign \$107  = 1'h1;
+  assign \$108  = 2'h3;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -7821,7 +8028,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \hif4_dot_rnone_s3_l64_bnd.sums_reg (clk, rst, i__ready, o__ready, i__payload, o__payload, o__valid, i__valid);
-  reg \$auto$verilog_backend.cc:2355:dump_module$6  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$5  = 0;
   wire \$1 ;
   wire \$2 ;
   reg [32:0] \$3 ;
@@ -7862,7 +8069,7 @@ module \hif4_dot_rnone_s3_l64_bnd.sums_reg (clk, rst, i__ready, o__ready, i__pay
   always @(posedge clk)
     o__payload <= \$3 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
     \$4  = o__valid;
     if (\$2 ) begin
       \$4  = 1'h1;
@@ -7874,7 +8081,7 @@ module \hif4_dot_rnone_s3_l64_bnd.sums_reg (clk, rst, i__ready, o__ready, i__pay
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
     \$3  = o__payload;
     if (\$2 ) begin
       \$3  = i__payload;
@@ -7924,7 +8131,7 @@ module \hif4_dot_rnone_s3_l64_bnd.terms (i__payload, o__valid, o__payload, i__re
   wire [22:0] sig;
   wire [16:0] sum;
   \hif4_dot_rnone_s3_l64_bnd.terms.main  main (
-    .\port$669$0 (i__payload[22:0]),
+    .\port$740$0 (i__payload[22:0]),
     .sig(sig)
   );
   assign i__valid = o__valid;
@@ -7950,21 +8157,21 @@ module \hif4_dot_rnone_s3_l64_bnd.terms (i__payload, o__valid, o__payload, i__re
 endmodule
 
 (* generator = "Amaranth" *)
-module \hif4_dot_rnone_s3_l64_bnd.terms.main (\port$669$0 , sig);
+module \hif4_dot_rnone_s3_l64_bnd.terms.main (\port$740$0 , sig);
   wire [5:0] mant;
-  input [22:0] \port$669$0 ;
-  wire [22:0] \port$669$0 ;
+  input [22:0] \port$740$0 ;
+  wire [22:0] \port$740$0 ;
   output [22:0] sig;
   wire [22:0] sig;
   wire [16:0] sum;
-  assign sig = $signed(\port$669$0 [16:0]) * $signed({ 1'h0, \port$669$0 [22:17] });
-  assign sum = \port$669$0 [16:0];
-  assign mant = \port$669$0 [22:17];
+  assign sig = $signed(\port$740$0 [16:0]) * $signed({ 1'h0, \port$740$0 [22:17] });
+  assign sum = \port$740$0 [16:0];
+  assign mant = \port$740$0 [22:17];
 endmodule
 
 (* generator = "Amaranth" *)
 module \hif4_dot_rnone_s3_l64_bnd.terms_reg (rst, i__ready, o__ready, i__valid, i__payload, o__payload, o__valid, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$7  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$6  = 0;
   wire \$1 ;
   wire \$2 ;
   reg [32:0] \$3 ;
@@ -8003,7 +8210,7 @@ module \hif4_dot_rnone_s3_l64_bnd.terms_reg (rst, i__ready, o__ready, i__valid, 
   always @(posedge clk)
     o__payload <= \$3 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \$4  = o__valid;
     if (\$2 ) begin
       \$4  = 1'h1;
@@ -8015,7 +8222,7 @@ module \hif4_dot_rnone_s3_l64_bnd.terms_reg (rst, i__ready, o__ready, i__valid, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \$3  = o__payload;
     if (\$2 ) begin
       \$3  = i__payload;

@@ -874,7 +874,8 @@ endmodule
 module \nvfp4_dot_rnone_s3_l64_bnd.acc.add (acc, word, step);
   reg \$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire \$1 ;
-  wire [49:0] \$10 ;
+  wire [23:0] \$10 ;
+  wire [49:0] \$11 ;
   wire \$2 ;
   wire \$3 ;
   wire \$4 ;
@@ -942,18 +943,18 @@ module \nvfp4_dot_rnone_s3_l64_bnd.acc.add (acc, word, step);
     .big_neg(big_neg),
     .mag(mag),
     .neg(neg),
-    .\port$1500$0 (\$10 ),
+    .\port$1606$0 (\$11 ),
     .\small (\small ),
     .small_neg(small_neg)
   );
   \nvfp4_dot_rnone_s3_l64_bnd.acc.add.align  align (
     .a_neg(acc[31]),
-    .a_sig(a_sig),
     .a_top(a_top),
     .a_zero(a_zero),
     .base(base),
     .big_neg(big_neg),
-    .\port$1500$0 (\$10 ),
+    .\port$1329$0 (\$10 ),
+    .\port$1606$0 (\$11 ),
     .\small (\small ),
     .small_neg(small_neg),
     .t_neg(t_neg),
@@ -962,11 +963,11 @@ module \nvfp4_dot_rnone_s3_l64_bnd.acc.add (acc, word, step);
     .t_zero(t_zero)
   );
   \nvfp4_dot_rnone_s3_l64_bnd.acc.add.decode  decode (
-    .a_sig(a_sig),
     .a_top(a_top),
     .a_zero(a_zero),
     .acc(acc),
-    .\port$1669$0 (step[50:0]),
+    .ma(\$10 ),
+    .\port$1926$0 (step[50:0]),
     .t_neg(t_neg),
     .t_sig(t_sig),
     .t_top(t_top),
@@ -996,15 +997,16 @@ module \nvfp4_dot_rnone_s3_l64_bnd.acc.add (acc, word, step);
   assign zero_acc = step[52];
   assign a_neg = acc[31];
   assign \a_neg$7  = acc[31];
-  assign \a_sig$9  = a_sig;
+  assign a_sig = { \$10 , 26'h0000000 };
+  assign \a_sig$9  = { \$10 , 26'h0000000 };
   assign \a_top$11  = a_top;
   assign \a_zero$13  = a_zero;
   assign \t_neg$15  = t_neg;
   assign \t_sig$17  = t_sig;
   assign \t_top$19  = t_top;
   assign \t_zero$21  = t_zero;
-  assign big = { \$10 , 1'h0 };
-  assign \big$23  = { \$10 , 1'h0 };
+  assign big = { \$11 , 1'h0 };
+  assign \big$23  = { \$11 , 1'h0 };
   assign \small$25  = \small ;
   assign \big_neg$27  = big_neg;
   assign \small_neg$29  = small_neg;
@@ -1019,39 +1021,40 @@ module \nvfp4_dot_rnone_s3_l64_bnd.acc.add (acc, word, step);
 endmodule
 
 (* generator = "Amaranth" *)
-module \nvfp4_dot_rnone_s3_l64_bnd.acc.add.addsub (big_neg, small_neg, \small , mag, neg, \port$1500$0 );
+module \nvfp4_dot_rnone_s3_l64_bnd.acc.add.addsub (big_neg, small_neg, \small , mag, neg, \port$1606$0 );
   reg \$auto$verilog_backend.cc:2355:dump_module$3  = 0;
   wire [51:0] \$1 ;
-  wire \$2 ;
+  wire [51:0] \$2 ;
   wire \$3 ;
-  wire [51:0] \$4 ;
-  wire [53:0] \$5 ;
+  wire \$4 ;
+  wire [51:0] \$5 ;
+  wire [52:0] \$signal ;
   wire [50:0] big;
   input big_neg;
   wire big_neg;
-  wire [52:0] diff;
+  wire [52:0] d_sb;
   output [51:0] mag;
   reg [51:0] mag;
   output neg;
   reg neg;
-  input [49:0] \port$1500$0 ;
-  wire [49:0] \port$1500$0 ;
+  input [49:0] \port$1606$0 ;
+  wire [49:0] \port$1606$0 ;
   input [50:0] \small ;
   wire [50:0] \small ;
   input small_neg;
   wire small_neg;
-  assign \$5  = - $signed(\$1 );
-  assign \$1  = { \port$1500$0 , 1'h0 } - \small ;
-  assign \$2  = big_neg == small_neg;
-  assign \$3  = $signed(\$1 ) < $signed(1'h0);
-  assign \$4  = { \port$1500$0 , 1'h0 } + \small ;
+  assign \$5  = { \port$1606$0 , 1'h0 } + \small ;
+  assign \$1  = { \port$1606$0 , 1'h0 } - \small ;
+  assign \$2  = \small  - { \port$1606$0 , 1'h0 };
+  assign \$3  = big_neg == small_neg;
+  assign \$4  = $signed(\$1 ) < $signed(1'h0);
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
-    if (\$2 ) begin
-      mag = \$4 ;
-    end else if (\$3 ) begin
-      mag = \$5 [51:0];
+    if (\$3 ) begin
+      mag = \$5 ;
+    end else if (\$4 ) begin
+      mag = \$2 ;
     end else begin
       mag = \$1 ;
     end
@@ -1059,20 +1062,21 @@ module \nvfp4_dot_rnone_s3_l64_bnd.acc.add.addsub (big_neg, small_neg, \small , 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
-    if (\$2 ) begin
+    if (\$3 ) begin
       neg = big_neg;
-    end else if (\$3 ) begin
+    end else if (\$4 ) begin
       neg = small_neg;
     end else begin
       neg = big_neg;
     end
   end
-  assign diff = { \$1 [51], \$1  };
-  assign big = { \port$1500$0 , 1'h0 };
+  assign \$signal  = { \$1 [51], \$1  };
+  assign big = { \port$1606$0 , 1'h0 };
+  assign d_sb = { \$2 [51], \$2  };
 endmodule
 
 (* generator = "Amaranth" *)
-module \nvfp4_dot_rnone_s3_l64_bnd.acc.add.align (a_top, a_zero, t_sig, t_top, t_zero, t_neg, \port$1500$0 , big_neg, small_neg, \small , base, a_neg, a_sig);
+module \nvfp4_dot_rnone_s3_l64_bnd.acc.add.align (a_top, a_zero, t_sig, t_top, t_zero, t_neg, \port$1606$0 , big_neg, small_neg, \small , base, a_neg, \port$1329$0 );
   wire \$1 ;
   wire \$2 ;
   wire \$3 ;
@@ -1081,12 +1085,11 @@ module \nvfp4_dot_rnone_s3_l64_bnd.acc.add.align (a_top, a_zero, t_sig, t_top, t
   wire [10:0] \$6 ;
   wire \$7 ;
   wire [10:0] \$8 ;
-  wire [49:0] \$signal ;
-  wire [9:0] \$signal$9 ;
+  wire [10:0] \$signal ;
+  wire [49:0] \$signal$7 ;
   wire a_big;
   input a_neg;
   wire a_neg;
-  input [49:0] a_sig;
   wire [49:0] a_sig;
   input [9:0] a_top;
   wire [9:0] a_top;
@@ -1097,16 +1100,19 @@ module \nvfp4_dot_rnone_s3_l64_bnd.acc.add.align (a_top, a_zero, t_sig, t_top, t
   wire [50:0] big;
   output big_neg;
   wire big_neg;
+  wire [9:0] big_top;
+  wire [10:0] d_ta;
   wire [10:0] \dist ;
-  output [49:0] \port$1500$0 ;
-  wire [49:0] \port$1500$0 ;
+  input [23:0] \port$1329$0 ;
+  wire [23:0] \port$1329$0 ;
+  output [49:0] \port$1606$0 ;
+  wire [49:0] \port$1606$0 ;
   wire [5:0] shift;
   output [50:0] \small ;
   wire [50:0] \small ;
   output small_neg;
   wire small_neg;
   wire [49:0] small_sig;
-  wire [9:0] small_top;
   wire small_zero;
   input t_neg;
   wire t_neg;
@@ -1117,51 +1123,303 @@ module \nvfp4_dot_rnone_s3_l64_bnd.acc.add.align (a_top, a_zero, t_sig, t_top, t
   input t_zero;
   wire t_zero;
   wire [101:0] wide;
-  assign \$2  = $signed(a_top) >= $signed(t_top);
+  assign d_ta = $signed(t_top) - $signed(a_top);
+  assign \$1  = ~ a_zero;
+  assign \$2  = $signed(\$signal ) >= $signed(1'h0);
   assign \$3  = t_zero | \$2 ;
   assign a_big = \$1  & \$3 ;
-  assign \$signal  = a_big ? a_sig : t_sig;
-  assign small_sig = a_big ? t_sig : a_sig;
-  assign \$signal$9  = a_big ? a_top : t_top;
-  assign small_top = a_big ? t_top : a_top;
+  assign \$signal$7  = a_big ? { \port$1329$0 , 26'h0000000 } : t_sig;
+  assign small_sig = a_big ? t_sig : { \port$1329$0 , 26'h0000000 };
+  assign big_top = a_big ? a_top : t_top;
   assign small_zero = a_big ? t_zero : a_zero;
   assign big_neg = a_big ? a_neg : t_neg;
   assign small_neg = a_big ? t_neg : a_neg;
-  assign \dist  = $signed(\$signal$9 ) - $signed(small_top);
+  assign \dist  = a_big ? \$signal  : d_ta;
   assign \$4  = $signed(\dist ) >= $signed(7'h33);
   assign \$5  = small_zero | \$4 ;
   assign \$6  = \$5  ? 11'h033 : \dist ;
   assign wide = { small_sig, 52'h0000000000000 } >> \$6 [5:0];
   assign \$7  = | wide[50:0];
   assign \small  = wide[101:51] | { 50'h0000000000000, \$7  };
-  assign \$8  = $signed(\$signal$9 ) - $signed(7'h32);
-  assign \$1  = ~ a_zero;
+  assign \$8  = $signed(big_top) - $signed(7'h32);
+  assign \$signal  = $signed(a_top) - $signed(t_top);
+  assign a_sig = { \port$1329$0 , 26'h0000000 };
   assign shift = \$6 [5:0];
-  assign big = { \$signal , 1'h0 };
-  assign \port$1500$0  = \$signal ;
+  assign big = { \$signal$7 , 1'h0 };
+  assign \port$1606$0  = \$signal$7 ;
   assign base = \$8 [9:0];
 endmodule
 
 (* generator = "Amaranth" *)
-module \nvfp4_dot_rnone_s3_l64_bnd.acc.add.decode (a_top, a_zero, t_sig, t_top, t_zero, t_neg, \port$1669$0 , zero_acc, acc, a_sig);
-  reg \$auto$verilog_backend.cc:2355:dump_module$4  = 0;
+module \nvfp4_dot_rnone_s3_l64_bnd.acc.add.decode (a_top, a_zero, t_sig, t_top, t_zero, t_neg, \port$1926$0 , zero_acc, acc, ma);
   wire \$1 ;
-  wire [10:0] \$10 ;
-  wire [11:0] \$11 ;
-  wire [112:0] \$12 ;
-  wire [10:0] \$13 ;
-  wire [11:0] \$14 ;
+  wire \$10 ;
+  wire \$100 ;
+  wire \$101 ;
+  wire \$102 ;
+  wire \$103 ;
+  wire \$104 ;
+  wire \$105 ;
+  wire \$106 ;
+  wire \$107 ;
+  wire \$108 ;
+  wire \$109 ;
+  wire \$11 ;
+  wire \$110 ;
+  wire \$111 ;
+  wire \$112 ;
+  wire \$113 ;
+  wire \$114 ;
+  wire \$115 ;
+  wire \$116 ;
+  wire \$117 ;
+  wire \$118 ;
+  wire \$119 ;
+  wire \$12 ;
+  wire \$120 ;
+  wire \$121 ;
+  wire \$122 ;
+  wire \$123 ;
+  wire \$124 ;
+  wire \$125 ;
+  wire \$126 ;
+  wire \$127 ;
+  wire \$128 ;
+  wire \$129 ;
+  wire \$13 ;
+  wire \$130 ;
+  wire \$131 ;
+  wire [1:0] \$132 ;
+  wire \$133 ;
+  wire \$134 ;
+  wire \$135 ;
+  wire [1:0] \$136 ;
+  wire [2:0] \$137 ;
+  wire \$138 ;
+  wire \$139 ;
+  wire \$14 ;
+  wire \$140 ;
+  wire \$141 ;
+  wire \$142 ;
+  wire \$143 ;
+  wire [1:0] \$144 ;
+  wire \$145 ;
+  wire \$146 ;
+  wire \$147 ;
+  wire [1:0] \$148 ;
+  wire [2:0] \$149 ;
+  wire \$15 ;
+  wire [3:0] \$150 ;
+  wire \$151 ;
+  wire \$152 ;
+  wire \$153 ;
+  wire \$154 ;
+  wire \$155 ;
+  wire \$156 ;
+  wire \$157 ;
+  wire \$158 ;
+  wire \$159 ;
+  wire \$16 ;
+  wire \$160 ;
+  wire \$161 ;
+  wire \$162 ;
+  wire \$163 ;
+  wire [1:0] \$164 ;
+  wire \$165 ;
+  wire \$166 ;
+  wire \$167 ;
+  wire [1:0] \$168 ;
+  wire [2:0] \$169 ;
+  wire \$17 ;
+  wire \$170 ;
+  wire \$171 ;
+  wire \$172 ;
+  wire \$173 ;
+  wire \$174 ;
+  wire \$175 ;
+  wire [1:0] \$176 ;
+  wire \$177 ;
+  wire \$178 ;
+  wire \$179 ;
+  wire \$18 ;
+  wire [1:0] \$180 ;
+  wire [2:0] \$181 ;
+  wire [3:0] \$182 ;
+  wire [4:0] \$183 ;
+  wire \$184 ;
+  wire \$185 ;
+  wire \$186 ;
+  wire \$187 ;
+  wire \$188 ;
+  wire \$189 ;
+  wire \$19 ;
+  wire \$190 ;
+  wire \$191 ;
+  wire \$192 ;
+  wire \$193 ;
+  wire \$194 ;
+  wire \$195 ;
+  wire \$196 ;
+  wire \$197 ;
+  wire \$198 ;
+  wire \$199 ;
   wire \$2 ;
+  wire \$20 ;
+  wire \$200 ;
+  wire \$201 ;
+  wire \$202 ;
+  wire \$203 ;
+  wire \$204 ;
+  wire \$205 ;
+  wire \$206 ;
+  wire \$207 ;
+  wire \$208 ;
+  wire \$209 ;
+  wire \$21 ;
+  wire \$210 ;
+  wire \$211 ;
+  wire [1:0] \$212 ;
+  wire \$213 ;
+  wire \$214 ;
+  wire \$215 ;
+  wire [1:0] \$216 ;
+  wire [2:0] \$217 ;
+  wire \$218 ;
+  wire \$219 ;
+  wire \$22 ;
+  wire \$220 ;
+  wire \$221 ;
+  wire \$222 ;
+  wire \$223 ;
+  wire [1:0] \$224 ;
+  wire \$225 ;
+  wire \$226 ;
+  wire \$227 ;
+  wire [1:0] \$228 ;
+  wire [2:0] \$229 ;
+  wire \$23 ;
+  wire [3:0] \$230 ;
+  wire \$231 ;
+  wire \$232 ;
+  wire \$233 ;
+  wire \$234 ;
+  wire \$235 ;
+  wire \$236 ;
+  wire \$237 ;
+  wire \$238 ;
+  wire \$239 ;
+  wire \$24 ;
+  wire \$240 ;
+  wire \$241 ;
+  wire \$242 ;
+  wire \$243 ;
+  wire [1:0] \$244 ;
+  wire \$245 ;
+  wire \$246 ;
+  wire \$247 ;
+  wire [1:0] \$248 ;
+  wire [2:0] \$249 ;
+  wire \$25 ;
+  wire \$250 ;
+  wire \$251 ;
+  wire \$252 ;
+  wire \$253 ;
+  wire \$254 ;
+  wire \$255 ;
+  wire [1:0] \$256 ;
+  wire \$257 ;
+  wire \$258 ;
+  wire \$259 ;
+  wire \$26 ;
+  wire [1:0] \$260 ;
+  wire [2:0] \$261 ;
+  wire [3:0] \$262 ;
+  wire [4:0] \$263 ;
+  wire [5:0] \$264 ;
+  wire [112:0] \$265 ;
+  wire [10:0] \$266 ;
+  wire [11:0] \$267 ;
+  wire \$27 ;
+  wire \$28 ;
+  wire \$29 ;
   wire [50:0] \$3 ;
+  wire \$30 ;
+  wire \$31 ;
+  wire \$32 ;
+  wire \$33 ;
+  wire \$34 ;
+  wire \$35 ;
+  wire \$36 ;
+  wire \$37 ;
+  wire \$38 ;
+  wire \$39 ;
   wire [50:0] \$4 ;
+  wire \$40 ;
+  wire \$41 ;
+  wire \$42 ;
+  wire \$43 ;
+  wire \$44 ;
+  wire \$45 ;
+  wire \$46 ;
+  wire \$47 ;
+  wire \$48 ;
+  wire \$49 ;
   wire \$5 ;
+  wire \$50 ;
+  wire \$51 ;
+  wire \$52 ;
+  wire \$53 ;
+  wire \$54 ;
+  wire \$55 ;
+  wire \$56 ;
+  wire \$57 ;
+  wire \$58 ;
+  wire \$59 ;
   wire [7:0] \$6 ;
+  wire \$60 ;
+  wire \$61 ;
+  wire \$62 ;
+  wire \$63 ;
+  wire \$64 ;
+  wire \$65 ;
+  wire \$66 ;
+  wire \$67 ;
+  wire \$68 ;
+  wire \$69 ;
   wire [8:0] \$7 ;
+  wire \$70 ;
+  wire \$71 ;
+  wire \$72 ;
+  wire \$73 ;
+  wire \$74 ;
+  wire \$75 ;
+  wire \$76 ;
+  wire \$77 ;
+  wire \$78 ;
+  wire \$79 ;
   wire [5:0] \$8 ;
-  wire [112:0] \$9 ;
-  reg [5:0] a_lz;
+  wire \$80 ;
+  wire \$81 ;
+  wire \$82 ;
+  wire \$83 ;
+  wire \$84 ;
+  wire \$85 ;
+  wire \$86 ;
+  wire \$87 ;
+  wire \$88 ;
+  wire \$89 ;
+  wire [10:0] \$9 ;
+  wire \$90 ;
+  wire \$91 ;
+  wire \$92 ;
+  wire \$93 ;
+  wire \$94 ;
+  wire \$95 ;
+  wire \$96 ;
+  wire \$97 ;
+  wire \$98 ;
+  wire \$99 ;
   wire a_neg;
-  output [49:0] a_sig;
   wire [49:0] a_sig;
   output [9:0] a_top;
   wire [9:0] a_top;
@@ -1172,12 +1430,13 @@ module \nvfp4_dot_rnone_s3_l64_bnd.acc.add.decode (a_top, a_zero, t_sig, t_top, 
   wire exp;
   wire [9:0] lsb_a;
   wire [9:0] lsb_t;
+  output [23:0] ma;
   wire [23:0] ma;
   wire [49:0] mt;
-  input [50:0] \port$1669$0 ;
-  wire [50:0] \port$1669$0 ;
+  input [50:0] \port$1926$0 ;
+  wire [50:0] \port$1926$0 ;
   wire [49:0] sig;
-  reg [5:0] t_lz;
+  wire [5:0] t_lz;
   output t_neg;
   wire t_neg;
   output [49:0] t_sig;
@@ -1190,298 +1449,577 @@ module \nvfp4_dot_rnone_s3_l64_bnd.acc.add.decode (a_top, a_zero, t_sig, t_top, 
   wire zero_acc;
   assign \$1  = | acc[30:23];
   assign ma = zero_acc ? 24'h000000 : { \$1 , acc[22:0] };
-  assign \$2  = $signed(\port$1669$0 [49:0]) < $signed(1'h0);
-  assign \$3  = - $signed(\port$1669$0 [49:0]);
-  assign \$4  = \$2  ? \$3  : { \port$1669$0 [49], \port$1669$0 [49:0] };
+  assign \$2  = $signed(\port$1926$0 [49:0]) < $signed(1'h0);
+  assign \$3  = - $signed(\port$1926$0 [49:0]);
+  assign \$4  = \$2  ? \$3  : { \port$1926$0 [49], \port$1926$0 [49:0] };
   assign \$5  = ! acc[30:23];
   assign \$6  = \$5  ? 8'h01 : acc[30:23];
   assign \$7  = \$6  - 8'h96;
-  assign \$8  = \port$1669$0 [50] - 5'h14;
-  assign \$9  = { ma, 26'h0000000 } << a_lz;
-  assign \$10  = $signed(\$7 ) + $signed(6'h17);
-  assign \$11  = $signed(\$10 ) - $signed({ 1'h0, a_lz });
+  assign \$8  = \port$1926$0 [50] - 5'h14;
+  assign \$9  = $signed(\$7 ) + $signed(6'h17);
   assign a_zero = ! ma;
-  assign \$12  = \$4 [49:0] << t_lz;
-  assign \$13  = $signed(\$8 ) + $signed(7'h31);
-  assign \$14  = $signed(\$13 ) - $signed({ 1'h0, t_lz });
+  assign \$10  = \$4 [49] | \$4 [48];
+  assign \$11  = \$4 [47] | \$4 [46];
+  assign \$12  = \$10  | \$11 ;
+  assign \$13  = \$4 [45] | \$4 [44];
+  assign \$14  = \$4 [43] | \$4 [42];
+  assign \$15  = \$13  | \$14 ;
+  assign \$16  = \$12  | \$15 ;
+  assign \$17  = \$4 [41] | \$4 [40];
+  assign \$18  = \$4 [39] | \$4 [38];
+  assign \$19  = \$17  | \$18 ;
+  assign \$20  = \$4 [37] | \$4 [36];
+  assign \$21  = \$4 [35] | \$4 [34];
+  assign \$22  = \$20  | \$21 ;
+  assign \$23  = \$19  | \$22 ;
+  assign \$24  = \$16  | \$23 ;
+  assign \$25  = \$4 [33] | \$4 [32];
+  assign \$26  = \$4 [31] | \$4 [30];
+  assign \$27  = \$25  | \$26 ;
+  assign \$28  = \$4 [29] | \$4 [28];
+  assign \$29  = \$4 [27] | \$4 [26];
+  assign \$30  = \$28  | \$29 ;
+  assign \$31  = \$27  | \$30 ;
+  assign \$32  = \$4 [25] | \$4 [24];
+  assign \$33  = \$4 [23] | \$4 [22];
+  assign \$34  = \$32  | \$33 ;
+  assign \$35  = \$4 [21] | \$4 [20];
+  assign \$36  = \$4 [19] | \$4 [18];
+  assign \$37  = \$35  | \$36 ;
+  assign \$38  = \$34  | \$37 ;
+  assign \$39  = \$31  | \$38 ;
+  assign \$40  = \$24  | \$39 ;
+  assign \$41  = \$4 [17] | \$4 [16];
+  assign \$42  = \$4 [15] | \$4 [14];
+  assign \$43  = \$41  | \$42 ;
+  assign \$44  = \$4 [13] | \$4 [12];
+  assign \$45  = \$4 [11] | \$4 [10];
+  assign \$46  = \$44  | \$45 ;
+  assign \$47  = \$43  | \$46 ;
+  assign \$48  = \$4 [9] | \$4 [8];
+  assign \$49  = \$4 [7] | \$4 [6];
+  assign \$50  = \$48  | \$49 ;
+  assign \$51  = \$4 [5] | \$4 [4];
+  assign \$52  = \$4 [3] | \$4 [2];
+  assign \$53  = \$51  | \$52 ;
+  assign \$54  = \$50  | \$53 ;
+  assign \$55  = \$47  | \$54 ;
+  assign \$56  = \$4 [1] | \$4 [0];
+  assign \$71  = \$55  | \$70 ;
+  assign \$72  = \$40  | \$71 ;
+  assign \$73  = \$4 [49] | \$4 [48];
+  assign \$74  = \$4 [47] | \$4 [46];
+  assign \$75  = \$73  | \$74 ;
+  assign \$76  = \$4 [45] | \$4 [44];
+  assign \$77  = \$4 [43] | \$4 [42];
+  assign \$78  = \$76  | \$77 ;
+  assign \$79  = \$75  | \$78 ;
+  assign \$80  = \$4 [41] | \$4 [40];
+  assign \$81  = \$4 [39] | \$4 [38];
+  assign \$82  = \$80  | \$81 ;
+  assign \$83  = \$4 [37] | \$4 [36];
+  assign \$84  = \$4 [35] | \$4 [34];
+  assign \$85  = \$83  | \$84 ;
+  assign \$86  = \$82  | \$85 ;
+  assign \$87  = \$79  | \$86 ;
+  assign \$88  = \$4 [33] | \$4 [32];
+  assign \$89  = \$4 [31] | \$4 [30];
+  assign \$90  = \$88  | \$89 ;
+  assign \$91  = \$4 [29] | \$4 [28];
+  assign \$92  = \$4 [27] | \$4 [26];
+  assign \$93  = \$91  | \$92 ;
+  assign \$94  = \$90  | \$93 ;
+  assign \$95  = \$4 [25] | \$4 [24];
+  assign \$96  = \$4 [23] | \$4 [22];
+  assign \$97  = \$95  | \$96 ;
+  assign \$98  = \$4 [21] | \$4 [20];
+  assign \$99  = \$4 [19] | \$4 [18];
+  assign \$100  = \$98  | \$99 ;
+  assign \$101  = \$97  | \$100 ;
+  assign \$102  = \$94  | \$101 ;
+  assign \$103  = \$87  | \$102 ;
+  assign \$104  = \$4 [49] | \$4 [48];
+  assign \$105  = \$4 [47] | \$4 [46];
+  assign \$106  = \$104  | \$105 ;
+  assign \$107  = \$4 [45] | \$4 [44];
+  assign \$108  = \$4 [43] | \$4 [42];
+  assign \$109  = \$107  | \$108 ;
+  assign \$110  = \$106  | \$109 ;
+  assign \$111  = \$4 [41] | \$4 [40];
+  assign \$112  = \$4 [39] | \$4 [38];
+  assign \$113  = \$111  | \$112 ;
+  assign \$114  = \$4 [37] | \$4 [36];
+  assign \$115  = \$4 [35] | \$4 [34];
+  assign \$116  = \$114  | \$115 ;
+  assign \$117  = \$113  | \$116 ;
+  assign \$118  = \$110  | \$117 ;
+  assign \$119  = \$4 [49] | \$4 [48];
+  assign \$120  = \$4 [47] | \$4 [46];
+  assign \$121  = \$119  | \$120 ;
+  assign \$122  = \$4 [45] | \$4 [44];
+  assign \$123  = \$4 [43] | \$4 [42];
+  assign \$124  = \$122  | \$123 ;
+  assign \$125  = \$121  | \$124 ;
+  assign \$126  = \$4 [49] | \$4 [48];
+  assign \$127  = \$4 [47] | \$4 [46];
+  assign \$128  = \$126  | \$127 ;
+  assign \$129  = \$4 [49] | \$4 [48];
+  assign \$130  = \$4 [49] ? 1'h0 : 1'h1;
+  assign \$131  = \$4 [47] ? 1'h0 : 1'h1;
+  assign \$132  = \$129  ? { 1'h0, \$130  } : { 1'h1, \$131  };
+  assign \$133  = \$4 [45] | \$4 [44];
+  assign \$134  = \$4 [45] ? 1'h0 : 1'h1;
+  assign \$135  = \$4 [43] ? 1'h0 : 1'h1;
+  assign \$136  = \$133  ? { 1'h0, \$134  } : { 1'h1, \$135  };
+  assign \$137  = \$128  ? { 1'h0, \$132  } : { 1'h1, \$136  };
+  assign \$138  = \$4 [41] | \$4 [40];
+  assign \$139  = \$4 [39] | \$4 [38];
+  assign \$140  = \$138  | \$139 ;
+  assign \$141  = \$4 [41] | \$4 [40];
+  assign \$142  = \$4 [41] ? 1'h0 : 1'h1;
+  assign \$143  = \$4 [39] ? 1'h0 : 1'h1;
+  assign \$144  = \$141  ? { 1'h0, \$142  } : { 1'h1, \$143  };
+  assign \$145  = \$4 [37] | \$4 [36];
+  assign \$146  = \$4 [37] ? 1'h0 : 1'h1;
+  assign \$147  = \$4 [35] ? 1'h0 : 1'h1;
+  assign \$148  = \$145  ? { 1'h0, \$146  } : { 1'h1, \$147  };
+  assign \$149  = \$140  ? { 1'h0, \$144  } : { 1'h1, \$148  };
+  assign \$150  = \$125  ? { 1'h0, \$137  } : { 1'h1, \$149  };
+  assign \$151  = \$4 [33] | \$4 [32];
+  assign \$152  = \$4 [31] | \$4 [30];
+  assign \$153  = \$151  | \$152 ;
+  assign \$154  = \$4 [29] | \$4 [28];
+  assign \$155  = \$4 [27] | \$4 [26];
+  assign \$156  = \$154  | \$155 ;
+  assign \$157  = \$153  | \$156 ;
+  assign \$158  = \$4 [33] | \$4 [32];
+  assign \$159  = \$4 [31] | \$4 [30];
+  assign \$160  = \$158  | \$159 ;
+  assign \$161  = \$4 [33] | \$4 [32];
+  assign \$162  = \$4 [33] ? 1'h0 : 1'h1;
+  assign \$163  = \$4 [31] ? 1'h0 : 1'h1;
+  assign \$164  = \$161  ? { 1'h0, \$162  } : { 1'h1, \$163  };
+  assign \$165  = \$4 [29] | \$4 [28];
+  assign \$166  = \$4 [29] ? 1'h0 : 1'h1;
+  assign \$167  = \$4 [27] ? 1'h0 : 1'h1;
+  assign \$168  = \$165  ? { 1'h0, \$166  } : { 1'h1, \$167  };
+  assign \$169  = \$160  ? { 1'h0, \$164  } : { 1'h1, \$168  };
+  assign \$170  = \$4 [25] | \$4 [24];
+  assign \$171  = \$4 [23] | \$4 [22];
+  assign \$172  = \$170  | \$171 ;
+  assign \$173  = \$4 [25] | \$4 [24];
+  assign \$174  = \$4 [25] ? 1'h0 : 1'h1;
+  assign \$175  = \$4 [23] ? 1'h0 : 1'h1;
+  assign \$176  = \$173  ? { 1'h0, \$174  } : { 1'h1, \$175  };
+  assign \$177  = \$4 [21] | \$4 [20];
+  assign \$178  = \$4 [21] ? 1'h0 : 1'h1;
+  assign \$179  = \$4 [19] ? 1'h0 : 1'h1;
+  assign \$180  = \$177  ? { 1'h0, \$178  } : { 1'h1, \$179  };
+  assign \$181  = \$172  ? { 1'h0, \$176  } : { 1'h1, \$180  };
+  assign \$182  = \$157  ? { 1'h0, \$169  } : { 1'h1, \$181  };
+  assign \$183  = \$118  ? { 1'h0, \$150  } : { 1'h1, \$182  };
+  assign \$184  = \$4 [17] | \$4 [16];
+  assign \$185  = \$4 [15] | \$4 [14];
+  assign \$186  = \$184  | \$185 ;
+  assign \$187  = \$4 [13] | \$4 [12];
+  assign \$188  = \$4 [11] | \$4 [10];
+  assign \$189  = \$187  | \$188 ;
+  assign \$190  = \$186  | \$189 ;
+  assign \$191  = \$4 [9] | \$4 [8];
+  assign \$192  = \$4 [7] | \$4 [6];
+  assign \$193  = \$191  | \$192 ;
+  assign \$194  = \$4 [5] | \$4 [4];
+  assign \$195  = \$4 [3] | \$4 [2];
+  assign \$196  = \$194  | \$195 ;
+  assign \$197  = \$193  | \$196 ;
+  assign \$198  = \$190  | \$197 ;
+  assign \$199  = \$4 [17] | \$4 [16];
+  assign \$200  = \$4 [15] | \$4 [14];
+  assign \$201  = \$199  | \$200 ;
+  assign \$202  = \$4 [13] | \$4 [12];
+  assign \$203  = \$4 [11] | \$4 [10];
+  assign \$204  = \$202  | \$203 ;
+  assign \$205  = \$201  | \$204 ;
+  assign \$206  = \$4 [17] | \$4 [16];
+  assign \$207  = \$4 [15] | \$4 [14];
+  assign \$208  = \$206  | \$207 ;
+  assign \$209  = \$4 [17] | \$4 [16];
+  assign \$210  = \$4 [17] ? 1'h0 : 1'h1;
+  assign \$211  = \$4 [15] ? 1'h0 : 1'h1;
+  assign \$212  = \$209  ? { 1'h0, \$210  } : { 1'h1, \$211  };
+  assign \$213  = \$4 [13] | \$4 [12];
+  assign \$214  = \$4 [13] ? 1'h0 : 1'h1;
+  assign \$215  = \$4 [11] ? 1'h0 : 1'h1;
+  assign \$216  = \$213  ? { 1'h0, \$214  } : { 1'h1, \$215  };
+  assign \$217  = \$208  ? { 1'h0, \$212  } : { 1'h1, \$216  };
+  assign \$218  = \$4 [9] | \$4 [8];
+  assign \$219  = \$4 [7] | \$4 [6];
+  assign \$220  = \$218  | \$219 ;
+  assign \$221  = \$4 [9] | \$4 [8];
+  assign \$222  = \$4 [9] ? 1'h0 : 1'h1;
+  assign \$223  = \$4 [7] ? 1'h0 : 1'h1;
+  assign \$224  = \$221  ? { 1'h0, \$222  } : { 1'h1, \$223  };
+  assign \$225  = \$4 [5] | \$4 [4];
+  assign \$226  = \$4 [5] ? 1'h0 : 1'h1;
+  assign \$227  = \$4 [3] ? 1'h0 : 1'h1;
+  assign \$228  = \$225  ? { 1'h0, \$226  } : { 1'h1, \$227  };
+  assign \$229  = \$220  ? { 1'h0, \$224  } : { 1'h1, \$228  };
+  assign \$230  = \$205  ? { 1'h0, \$217  } : { 1'h1, \$229  };
+  assign \$231  = \$4 [1] | \$4 [0];
+  assign \$238  = \$4 [1] | \$4 [0];
+  assign \$241  = \$4 [1] | \$4 [0];
+  assign \$242  = \$4 [1] ? 1'h0 : 1'h1;
+  assign \$244  = \$241  ? { 1'h0, \$242  } : 2'h3;
+  assign \$249  = \$240  ? { 1'h0, \$244  } : 3'h7;
+  assign \$262  = \$237  ? { 1'h0, \$249  } : 4'hf;
+  assign \$263  = \$198  ? { 1'h0, \$230  } : { 1'h1, \$262  };
+  assign \$264  = \$103  ? { 1'h0, \$183  } : { 1'h1, \$263  };
+  assign t_lz = \$72  ? \$264  : 6'h00;
+  assign \$265  = \$4 [49:0] << t_lz;
+  assign \$266  = $signed(\$8 ) + $signed(7'h31);
+  assign \$267  = $signed(\$266 ) - $signed({ 1'h0, t_lz });
   assign t_zero = ! \$4 [49:0];
-  assign t_neg = $signed(\port$1669$0 [49:0]) < $signed(1'h0);
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    a_lz = 6'h00;
-    if (ma[0]) begin
-      a_lz = 6'h17;
-    end
-    if (ma[1]) begin
-      a_lz = 6'h16;
-    end
-    if (ma[2]) begin
-      a_lz = 6'h15;
-    end
-    if (ma[3]) begin
-      a_lz = 6'h14;
-    end
-    if (ma[4]) begin
-      a_lz = 6'h13;
-    end
-    if (ma[5]) begin
-      a_lz = 6'h12;
-    end
-    if (ma[6]) begin
-      a_lz = 6'h11;
-    end
-    if (ma[7]) begin
-      a_lz = 6'h10;
-    end
-    if (ma[8]) begin
-      a_lz = 6'h0f;
-    end
-    if (ma[9]) begin
-      a_lz = 6'h0e;
-    end
-    if (ma[10]) begin
-      a_lz = 6'h0d;
-    end
-    if (ma[11]) begin
-      a_lz = 6'h0c;
-    end
-    if (ma[12]) begin
-      a_lz = 6'h0b;
-    end
-    if (ma[13]) begin
-      a_lz = 6'h0a;
-    end
-    if (ma[14]) begin
-      a_lz = 6'h09;
-    end
-    if (ma[15]) begin
-      a_lz = 6'h08;
-    end
-    if (ma[16]) begin
-      a_lz = 6'h07;
-    end
-    if (ma[17]) begin
-      a_lz = 6'h06;
-    end
-    if (ma[18]) begin
-      a_lz = 6'h05;
-    end
-    if (ma[19]) begin
-      a_lz = 6'h04;
-    end
-    if (ma[20]) begin
-      a_lz = 6'h03;
-    end
-    if (ma[21]) begin
-      a_lz = 6'h02;
-    end
-    if (ma[22]) begin
-      a_lz = 6'h01;
-    end
-    if (ma[23]) begin
-      a_lz = 6'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    t_lz = 6'h00;
-    if (\$4 [0]) begin
-      t_lz = 6'h31;
-    end
-    if (\$4 [1]) begin
-      t_lz = 6'h30;
-    end
-    if (\$4 [2]) begin
-      t_lz = 6'h2f;
-    end
-    if (\$4 [3]) begin
-      t_lz = 6'h2e;
-    end
-    if (\$4 [4]) begin
-      t_lz = 6'h2d;
-    end
-    if (\$4 [5]) begin
-      t_lz = 6'h2c;
-    end
-    if (\$4 [6]) begin
-      t_lz = 6'h2b;
-    end
-    if (\$4 [7]) begin
-      t_lz = 6'h2a;
-    end
-    if (\$4 [8]) begin
-      t_lz = 6'h29;
-    end
-    if (\$4 [9]) begin
-      t_lz = 6'h28;
-    end
-    if (\$4 [10]) begin
-      t_lz = 6'h27;
-    end
-    if (\$4 [11]) begin
-      t_lz = 6'h26;
-    end
-    if (\$4 [12]) begin
-      t_lz = 6'h25;
-    end
-    if (\$4 [13]) begin
-      t_lz = 6'h24;
-    end
-    if (\$4 [14]) begin
-      t_lz = 6'h23;
-    end
-    if (\$4 [15]) begin
-      t_lz = 6'h22;
-    end
-    if (\$4 [16]) begin
-      t_lz = 6'h21;
-    end
-    if (\$4 [17]) begin
-      t_lz = 6'h20;
-    end
-    if (\$4 [18]) begin
-      t_lz = 6'h1f;
-    end
-    if (\$4 [19]) begin
-      t_lz = 6'h1e;
-    end
-    if (\$4 [20]) begin
-      t_lz = 6'h1d;
-    end
-    if (\$4 [21]) begin
-      t_lz = 6'h1c;
-    end
-    if (\$4 [22]) begin
-      t_lz = 6'h1b;
-    end
-    if (\$4 [23]) begin
-      t_lz = 6'h1a;
-    end
-    if (\$4 [24]) begin
-      t_lz = 6'h19;
-    end
-    if (\$4 [25]) begin
-      t_lz = 6'h18;
-    end
-    if (\$4 [26]) begin
-      t_lz = 6'h17;
-    end
-    if (\$4 [27]) begin
-      t_lz = 6'h16;
-    end
-    if (\$4 [28]) begin
-      t_lz = 6'h15;
-    end
-    if (\$4 [29]) begin
-      t_lz = 6'h14;
-    end
-    if (\$4 [30]) begin
-      t_lz = 6'h13;
-    end
-    if (\$4 [31]) begin
-      t_lz = 6'h12;
-    end
-    if (\$4 [32]) begin
-      t_lz = 6'h11;
-    end
-    if (\$4 [33]) begin
-      t_lz = 6'h10;
-    end
-    if (\$4 [34]) begin
-      t_lz = 6'h0f;
-    end
-    if (\$4 [35]) begin
-      t_lz = 6'h0e;
-    end
-    if (\$4 [36]) begin
-      t_lz = 6'h0d;
-    end
-    if (\$4 [37]) begin
-      t_lz = 6'h0c;
-    end
-    if (\$4 [38]) begin
-      t_lz = 6'h0b;
-    end
-    if (\$4 [39]) begin
-      t_lz = 6'h0a;
-    end
-    if (\$4 [40]) begin
-      t_lz = 6'h09;
-    end
-    if (\$4 [41]) begin
-      t_lz = 6'h08;
-    end
-    if (\$4 [42]) begin
-      t_lz = 6'h07;
-    end
-    if (\$4 [43]) begin
-      t_lz = 6'h06;
-    end
-    if (\$4 [44]) begin
-      t_lz = 6'h05;
-    end
-    if (\$4 [45]) begin
-      t_lz = 6'h04;
-    end
-    if (\$4 [46]) begin
-      t_lz = 6'h03;
-    end
-    if (\$4 [47]) begin
-      t_lz = 6'h02;
-    end
-    if (\$4 [48]) begin
-      t_lz = 6'h01;
-    end
-    if (\$4 [49]) begin
-      t_lz = 6'h00;
-    end
-  end
+  assign t_neg = $signed(\port$1926$0 [49:0]) < $signed(1'h0);
   assign mt = \$4 [49:0];
-  assign sig = \port$1669$0 [49:0];
+  assign sig = \port$1926$0 [49:0];
   assign lsb_a = { \$7 [8], \$7  };
   assign lsb_t = { \$8 [5], \$8 [5], \$8 [5], \$8 [5], \$8  };
-  assign exp = \port$1669$0 [50];
+  assign exp = \port$1926$0 [50];
+  assign a_sig = { ma, 26'h0000000 };
   assign a_neg = acc[31];
-  assign a_sig = \$9 [49:0];
-  assign a_top = \$11 [9:0];
-  assign t_sig = \$12 [49:0];
-  assign t_top = \$14 [9:0];
+  assign a_top = \$9 [9:0];
+  assign t_sig = \$265 [49:0];
+  assign t_top = \$267 [9:0];
+  assign \$57  = 1'h0;
+  assign \$58  = \$56 ;
+  assign \$59  = 1'h0;
+  assign \$60  = 1'h0;
+  assign \$61  = 1'h0;
+  assign \$62  = \$56 ;
+  assign \$63  = 1'h0;
+  assign \$64  = 1'h0;
+  assign \$65  = 1'h0;
+  assign \$66  = 1'h0;
+  assign \$67  = 1'h0;
+  assign \$68  = 1'h0;
+  assign \$69  = 1'h0;
+  assign \$70  = \$56 ;
+  assign \$232  = 1'h0;
+  assign \$233  = \$231 ;
+  assign \$234  = 1'h0;
+  assign \$235  = 1'h0;
+  assign \$236  = 1'h0;
+  assign \$237  = \$231 ;
+  assign \$239  = 1'h0;
+  assign \$240  = \$238 ;
+  assign \$243  = 1'h1;
+  assign \$245  = 1'h0;
+  assign \$246  = 1'h1;
+  assign \$247  = 1'h1;
+  assign \$248  = 2'h3;
+  assign \$250  = 1'h0;
+  assign \$251  = 1'h0;
+  assign \$252  = 1'h0;
+  assign \$253  = 1'h0;
+  assign \$254  = 1'h1;
+  assign \$255  = 1'h1;
+  assign \$256  = 2'h3;
+  assign \$257  = 1'h0;
+  assign \$258  = 1'h1;
+  assign \$259  = 1'h1;
+  assign \$260  = 2'h3;
+  assign \$261  = 3'h7;
 endmodule
 
 (* generator = "Amaranth" *)
 module \nvfp4_dot_rnone_s3_l64_bnd.acc.add.round (mag, neg, word, base);
-  reg \$auto$verilog_backend.cc:2355:dump_module$5  = 0;
-  wire [10:0] \$1 ;
+  reg \$auto$verilog_backend.cc:2355:dump_module$4  = 0;
+  wire \$1 ;
   wire \$10 ;
-  wire [114:0] \$11 ;
-  wire [105:0] \$12 ;
-  wire [168:0] \$13 ;
-  wire [10:0] \$14 ;
-  wire [11:0] \$15 ;
-  wire [12:0] \$16 ;
+  wire \$100 ;
+  wire \$101 ;
+  wire \$102 ;
+  wire \$103 ;
+  wire \$104 ;
+  wire \$105 ;
+  wire \$106 ;
+  wire \$107 ;
+  wire \$108 ;
+  wire \$109 ;
+  wire \$11 ;
+  wire \$110 ;
+  wire \$111 ;
+  wire \$112 ;
+  wire \$113 ;
+  wire \$114 ;
+  wire \$115 ;
+  wire \$116 ;
+  wire \$117 ;
+  wire \$118 ;
+  wire \$119 ;
+  wire \$12 ;
+  wire \$120 ;
+  wire \$121 ;
+  wire \$122 ;
+  wire [1:0] \$123 ;
+  wire \$124 ;
+  wire \$125 ;
+  wire \$126 ;
+  wire [1:0] \$127 ;
+  wire [2:0] \$128 ;
+  wire \$129 ;
+  wire \$13 ;
+  wire \$130 ;
+  wire \$131 ;
+  wire \$132 ;
+  wire \$133 ;
+  wire \$134 ;
+  wire [1:0] \$135 ;
+  wire \$136 ;
+  wire \$137 ;
+  wire \$138 ;
+  wire [1:0] \$139 ;
+  wire \$14 ;
+  wire [2:0] \$140 ;
+  wire [3:0] \$141 ;
+  wire \$142 ;
+  wire \$143 ;
+  wire \$144 ;
+  wire \$145 ;
+  wire \$146 ;
+  wire \$147 ;
+  wire \$148 ;
+  wire \$149 ;
+  wire \$15 ;
+  wire \$150 ;
+  wire \$151 ;
+  wire \$152 ;
+  wire \$153 ;
+  wire \$154 ;
+  wire [1:0] \$155 ;
+  wire \$156 ;
+  wire \$157 ;
+  wire \$158 ;
+  wire [1:0] \$159 ;
+  wire \$16 ;
+  wire [2:0] \$160 ;
+  wire \$161 ;
+  wire \$162 ;
+  wire \$163 ;
+  wire \$164 ;
+  wire \$165 ;
+  wire \$166 ;
+  wire [1:0] \$167 ;
+  wire \$168 ;
+  wire \$169 ;
   wire \$17 ;
+  wire \$170 ;
+  wire [1:0] \$171 ;
+  wire [2:0] \$172 ;
+  wire [3:0] \$173 ;
+  wire [4:0] \$174 ;
+  wire \$175 ;
+  wire \$176 ;
+  wire \$177 ;
+  wire \$178 ;
+  wire \$179 ;
   wire \$18 ;
+  wire \$180 ;
+  wire \$181 ;
+  wire \$182 ;
+  wire \$183 ;
+  wire \$184 ;
+  wire \$185 ;
+  wire \$186 ;
+  wire \$187 ;
+  wire \$188 ;
+  wire \$189 ;
   wire \$19 ;
-  wire [11:0] \$2 ;
+  wire \$190 ;
+  wire \$191 ;
+  wire \$192 ;
+  wire \$193 ;
+  wire \$194 ;
+  wire \$195 ;
+  wire \$196 ;
+  wire \$197 ;
+  wire \$198 ;
+  wire \$199 ;
+  wire \$2 ;
   wire \$20 ;
+  wire \$200 ;
+  wire \$201 ;
+  wire \$202 ;
+  wire [1:0] \$203 ;
+  wire \$204 ;
+  wire \$205 ;
+  wire \$206 ;
+  wire [1:0] \$207 ;
+  wire [2:0] \$208 ;
+  wire \$209 ;
   wire \$21 ;
-  wire [12:0] \$22 ;
+  wire \$210 ;
+  wire \$211 ;
+  wire \$212 ;
+  wire \$213 ;
+  wire \$214 ;
+  wire [1:0] \$215 ;
+  wire \$216 ;
+  wire \$217 ;
+  wire \$218 ;
+  wire [1:0] \$219 ;
+  wire \$22 ;
+  wire [2:0] \$220 ;
+  wire [3:0] \$221 ;
+  wire \$222 ;
+  wire \$223 ;
+  wire \$224 ;
+  wire \$225 ;
+  wire \$226 ;
+  wire \$227 ;
+  wire \$228 ;
+  wire \$229 ;
   wire \$23 ;
+  wire \$230 ;
+  wire \$231 ;
+  wire \$232 ;
+  wire \$233 ;
+  wire \$234 ;
+  wire [1:0] \$235 ;
+  wire \$236 ;
+  wire \$237 ;
+  wire \$238 ;
+  wire [1:0] \$239 ;
   wire \$24 ;
+  wire [2:0] \$240 ;
+  wire \$241 ;
+  wire \$242 ;
+  wire \$243 ;
+  wire \$244 ;
+  wire \$245 ;
+  wire \$246 ;
+  wire [1:0] \$247 ;
+  wire \$248 ;
+  wire \$249 ;
+  wire \$25 ;
+  wire \$250 ;
+  wire [1:0] \$251 ;
+  wire [2:0] \$252 ;
+  wire [3:0] \$253 ;
+  wire [4:0] \$254 ;
+  wire [5:0] \$255 ;
+  wire [10:0] \$256 ;
+  wire [11:0] \$257 ;
+  wire \$258 ;
+  wire \$259 ;
+  wire \$26 ;
+  wire [11:0] \$260 ;
+  wire \$261 ;
+  wire [11:0] \$262 ;
+  wire [11:0] \$263 ;
+  wire [11:0] \$264 ;
+  wire \$265 ;
+  wire [114:0] \$266 ;
+  wire [105:0] \$267 ;
+  wire [168:0] \$268 ;
+  wire [10:0] \$269 ;
+  wire \$27 ;
+  wire [11:0] \$270 ;
+  wire [12:0] \$271 ;
+  wire \$272 ;
+  wire \$273 ;
+  wire \$274 ;
+  wire \$275 ;
+  wire \$276 ;
+  wire [12:0] \$277 ;
+  wire \$278 ;
+  wire \$279 ;
+  wire \$28 ;
+  wire \$29 ;
   wire \$3 ;
+  wire \$30 ;
+  wire \$31 ;
+  wire \$32 ;
+  wire \$33 ;
+  wire \$34 ;
+  wire \$35 ;
+  wire \$36 ;
+  wire \$37 ;
+  wire \$38 ;
+  wire \$39 ;
   wire \$4 ;
-  wire [11:0] \$5 ;
+  wire \$40 ;
+  wire \$41 ;
+  wire \$42 ;
+  wire \$43 ;
+  wire \$44 ;
+  wire \$45 ;
+  wire \$46 ;
+  wire \$47 ;
+  wire \$48 ;
+  wire \$49 ;
+  wire \$5 ;
+  wire \$50 ;
+  wire \$51 ;
+  wire \$52 ;
+  wire \$53 ;
+  wire \$54 ;
+  wire \$55 ;
+  wire \$56 ;
+  wire \$57 ;
+  wire \$58 ;
+  wire \$59 ;
   wire \$6 ;
-  wire [11:0] \$7 ;
-  wire [11:0] \$8 ;
-  wire [11:0] \$9 ;
+  wire \$60 ;
+  wire \$61 ;
+  wire \$62 ;
+  wire \$63 ;
+  wire \$64 ;
+  wire \$65 ;
+  wire \$66 ;
+  wire \$67 ;
+  wire \$68 ;
+  wire \$69 ;
+  wire \$7 ;
+  wire \$70 ;
+  wire \$71 ;
+  wire \$72 ;
+  wire \$73 ;
+  wire \$74 ;
+  wire \$75 ;
+  wire \$76 ;
+  wire \$77 ;
+  wire \$78 ;
+  wire \$79 ;
+  wire \$8 ;
+  wire \$80 ;
+  wire \$81 ;
+  wire \$82 ;
+  wire \$83 ;
+  wire \$84 ;
+  wire \$85 ;
+  wire \$86 ;
+  wire \$87 ;
+  wire \$88 ;
+  wire \$89 ;
+  wire \$9 ;
+  wire \$90 ;
+  wire \$91 ;
+  wire \$92 ;
+  wire \$93 ;
+  wire \$94 ;
+  wire \$95 ;
+  wire \$96 ;
+  wire \$97 ;
+  wire \$98 ;
+  wire \$99 ;
   input [9:0] base;
   wire [9:0] base;
   wire [10:0] cap;
   reg [11:0] exp;
   wire [11:0] exp_pre;
   reg [22:0] frac;
-  reg [5:0] lz;
+  wire [5:0] lz;
   input [51:0] mag;
   wire [51:0] mag;
   input neg;
@@ -1492,205 +2030,269 @@ module \nvfp4_dot_rnone_s3_l64_bnd.acc.add.round (mag, neg, word, base);
   wire [105:0] wide;
   output [31:0] word;
   reg [31:0] word;
-  assign \$1  = $signed(base) + $signed(7'h33);
-  assign \$2  = $signed(\$1 ) + $signed(8'h7e);
-  assign \$3  = $signed(\$2 [10:0]) < $signed({ 1'h0, lz });
-  assign shift = \$3  ? \$2 [10:0] : { 5'h00, lz };
-  assign \$4  = $signed(shift) >= $signed(1'h0);
-  assign \$5  = - $signed(shift);
-  assign \$6  = $signed(\$5 ) > $signed(7'h36);
-  assign \$7  = - $signed(shift);
-  assign \$8  = \$6  ? 12'h036 : \$7 ;
-  assign \$9  = \$4  ? 12'h000 : \$8 ;
-  assign \$10  = $signed(shift) >= $signed(1'h0);
-  assign \$11  = mag << shift[5:0];
-  assign \$12  = { mag, 54'h00000000000000 } >> \$9 [5:0];
-  assign \$13  = \$10  ? { \$11 , 54'h00000000000000 } : { 63'h0000000000000000, \$12  };
-  assign \$14  = $signed(base) + $signed(7'h33);
-  assign \$15  = $signed(\$14 ) + $signed(8'h7f);
-  assign \$16  = $signed(\$15 ) - $signed(shift);
-  assign \$17  = | \$13 [80:54];
-  assign \$18  = | \$13 [53:0];
-  assign \$19  = \$17  | \$18 ;
-  assign \$20  = \$19  | \$13 [82];
-  assign \$21  = \$13 [81] & \$20 ;
-  assign rounded = \$13 [105:82] + \$21 ;
-  assign \$22  = $signed(\$16 [11:0]) + $signed(2'h1);
-  assign \$23  = ! mag;
-  assign \$24  = $signed(exp) >= $signed(9'h0ff);
+  assign \$1  = mag[51] | mag[50];
+  assign \$2  = mag[49] | mag[48];
+  assign \$3  = \$1  | \$2 ;
+  assign \$4  = mag[47] | mag[46];
+  assign \$5  = mag[45] | mag[44];
+  assign \$6  = \$4  | \$5 ;
+  assign \$7  = \$3  | \$6 ;
+  assign \$8  = mag[43] | mag[42];
+  assign \$9  = mag[41] | mag[40];
+  assign \$10  = \$8  | \$9 ;
+  assign \$11  = mag[39] | mag[38];
+  assign \$12  = mag[37] | mag[36];
+  assign \$13  = \$11  | \$12 ;
+  assign \$14  = \$10  | \$13 ;
+  assign \$15  = \$7  | \$14 ;
+  assign \$16  = mag[35] | mag[34];
+  assign \$17  = mag[33] | mag[32];
+  assign \$18  = \$16  | \$17 ;
+  assign \$19  = mag[31] | mag[30];
+  assign \$20  = mag[29] | mag[28];
+  assign \$21  = \$19  | \$20 ;
+  assign \$22  = \$18  | \$21 ;
+  assign \$23  = mag[27] | mag[26];
+  assign \$24  = mag[25] | mag[24];
+  assign \$25  = \$23  | \$24 ;
+  assign \$26  = mag[23] | mag[22];
+  assign \$27  = mag[21] | mag[20];
+  assign \$28  = \$26  | \$27 ;
+  assign \$29  = \$25  | \$28 ;
+  assign \$30  = \$22  | \$29 ;
+  assign \$31  = \$15  | \$30 ;
+  assign \$32  = mag[19] | mag[18];
+  assign \$33  = mag[17] | mag[16];
+  assign \$34  = \$32  | \$33 ;
+  assign \$35  = mag[15] | mag[14];
+  assign \$36  = mag[13] | mag[12];
+  assign \$37  = \$35  | \$36 ;
+  assign \$38  = \$34  | \$37 ;
+  assign \$39  = mag[11] | mag[10];
+  assign \$40  = mag[9] | mag[8];
+  assign \$41  = \$39  | \$40 ;
+  assign \$42  = mag[7] | mag[6];
+  assign \$43  = mag[5] | mag[4];
+  assign \$44  = \$42  | \$43 ;
+  assign \$45  = \$41  | \$44 ;
+  assign \$46  = \$38  | \$45 ;
+  assign \$47  = mag[3] | mag[2];
+  assign \$48  = mag[1] | mag[0];
+  assign \$49  = \$47  | \$48 ;
+  assign \$62  = \$46  | \$61 ;
+  assign \$63  = \$31  | \$62 ;
+  assign \$64  = mag[51] | mag[50];
+  assign \$65  = mag[49] | mag[48];
+  assign \$66  = \$64  | \$65 ;
+  assign \$67  = mag[47] | mag[46];
+  assign \$68  = mag[45] | mag[44];
+  assign \$69  = \$67  | \$68 ;
+  assign \$70  = \$66  | \$69 ;
+  assign \$71  = mag[43] | mag[42];
+  assign \$72  = mag[41] | mag[40];
+  assign \$73  = \$71  | \$72 ;
+  assign \$74  = mag[39] | mag[38];
+  assign \$75  = mag[37] | mag[36];
+  assign \$76  = \$74  | \$75 ;
+  assign \$77  = \$73  | \$76 ;
+  assign \$78  = \$70  | \$77 ;
+  assign \$79  = mag[35] | mag[34];
+  assign \$80  = mag[33] | mag[32];
+  assign \$81  = \$79  | \$80 ;
+  assign \$82  = mag[31] | mag[30];
+  assign \$83  = mag[29] | mag[28];
+  assign \$84  = \$82  | \$83 ;
+  assign \$85  = \$81  | \$84 ;
+  assign \$86  = mag[27] | mag[26];
+  assign \$87  = mag[25] | mag[24];
+  assign \$88  = \$86  | \$87 ;
+  assign \$89  = mag[23] | mag[22];
+  assign \$90  = mag[21] | mag[20];
+  assign \$91  = \$89  | \$90 ;
+  assign \$92  = \$88  | \$91 ;
+  assign \$93  = \$85  | \$92 ;
+  assign \$94  = \$78  | \$93 ;
+  assign \$95  = mag[51] | mag[50];
+  assign \$96  = mag[49] | mag[48];
+  assign \$97  = \$95  | \$96 ;
+  assign \$98  = mag[47] | mag[46];
+  assign \$99  = mag[45] | mag[44];
+  assign \$100  = \$98  | \$99 ;
+  assign \$101  = \$97  | \$100 ;
+  assign \$102  = mag[43] | mag[42];
+  assign \$103  = mag[41] | mag[40];
+  assign \$104  = \$102  | \$103 ;
+  assign \$105  = mag[39] | mag[38];
+  assign \$106  = mag[37] | mag[36];
+  assign \$107  = \$105  | \$106 ;
+  assign \$108  = \$104  | \$107 ;
+  assign \$109  = \$101  | \$108 ;
+  assign \$110  = mag[51] | mag[50];
+  assign \$111  = mag[49] | mag[48];
+  assign \$112  = \$110  | \$111 ;
+  assign \$113  = mag[47] | mag[46];
+  assign \$114  = mag[45] | mag[44];
+  assign \$115  = \$113  | \$114 ;
+  assign \$116  = \$112  | \$115 ;
+  assign \$117  = mag[51] | mag[50];
+  assign \$118  = mag[49] | mag[48];
+  assign \$119  = \$117  | \$118 ;
+  assign \$120  = mag[51] | mag[50];
+  assign \$121  = mag[51] ? 1'h0 : 1'h1;
+  assign \$122  = mag[49] ? 1'h0 : 1'h1;
+  assign \$123  = \$120  ? { 1'h0, \$121  } : { 1'h1, \$122  };
+  assign \$124  = mag[47] | mag[46];
+  assign \$125  = mag[47] ? 1'h0 : 1'h1;
+  assign \$126  = mag[45] ? 1'h0 : 1'h1;
+  assign \$127  = \$124  ? { 1'h0, \$125  } : { 1'h1, \$126  };
+  assign \$128  = \$119  ? { 1'h0, \$123  } : { 1'h1, \$127  };
+  assign \$129  = mag[43] | mag[42];
+  assign \$130  = mag[41] | mag[40];
+  assign \$131  = \$129  | \$130 ;
+  assign \$132  = mag[43] | mag[42];
+  assign \$133  = mag[43] ? 1'h0 : 1'h1;
+  assign \$134  = mag[41] ? 1'h0 : 1'h1;
+  assign \$135  = \$132  ? { 1'h0, \$133  } : { 1'h1, \$134  };
+  assign \$136  = mag[39] | mag[38];
+  assign \$137  = mag[39] ? 1'h0 : 1'h1;
+  assign \$138  = mag[37] ? 1'h0 : 1'h1;
+  assign \$139  = \$136  ? { 1'h0, \$137  } : { 1'h1, \$138  };
+  assign \$140  = \$131  ? { 1'h0, \$135  } : { 1'h1, \$139  };
+  assign \$141  = \$116  ? { 1'h0, \$128  } : { 1'h1, \$140  };
+  assign \$142  = mag[35] | mag[34];
+  assign \$143  = mag[33] | mag[32];
+  assign \$144  = \$142  | \$143 ;
+  assign \$145  = mag[31] | mag[30];
+  assign \$146  = mag[29] | mag[28];
+  assign \$147  = \$145  | \$146 ;
+  assign \$148  = \$144  | \$147 ;
+  assign \$149  = mag[35] | mag[34];
+  assign \$150  = mag[33] | mag[32];
+  assign \$151  = \$149  | \$150 ;
+  assign \$152  = mag[35] | mag[34];
+  assign \$153  = mag[35] ? 1'h0 : 1'h1;
+  assign \$154  = mag[33] ? 1'h0 : 1'h1;
+  assign \$155  = \$152  ? { 1'h0, \$153  } : { 1'h1, \$154  };
+  assign \$156  = mag[31] | mag[30];
+  assign \$157  = mag[31] ? 1'h0 : 1'h1;
+  assign \$158  = mag[29] ? 1'h0 : 1'h1;
+  assign \$159  = \$156  ? { 1'h0, \$157  } : { 1'h1, \$158  };
+  assign \$160  = \$151  ? { 1'h0, \$155  } : { 1'h1, \$159  };
+  assign \$161  = mag[27] | mag[26];
+  assign \$162  = mag[25] | mag[24];
+  assign \$163  = \$161  | \$162 ;
+  assign \$164  = mag[27] | mag[26];
+  assign \$165  = mag[27] ? 1'h0 : 1'h1;
+  assign \$166  = mag[25] ? 1'h0 : 1'h1;
+  assign \$167  = \$164  ? { 1'h0, \$165  } : { 1'h1, \$166  };
+  assign \$168  = mag[23] | mag[22];
+  assign \$169  = mag[23] ? 1'h0 : 1'h1;
+  assign \$170  = mag[21] ? 1'h0 : 1'h1;
+  assign \$171  = \$168  ? { 1'h0, \$169  } : { 1'h1, \$170  };
+  assign \$172  = \$163  ? { 1'h0, \$167  } : { 1'h1, \$171  };
+  assign \$173  = \$148  ? { 1'h0, \$160  } : { 1'h1, \$172  };
+  assign \$174  = \$109  ? { 1'h0, \$141  } : { 1'h1, \$173  };
+  assign \$175  = mag[19] | mag[18];
+  assign \$176  = mag[17] | mag[16];
+  assign \$177  = \$175  | \$176 ;
+  assign \$178  = mag[15] | mag[14];
+  assign \$179  = mag[13] | mag[12];
+  assign \$180  = \$178  | \$179 ;
+  assign \$181  = \$177  | \$180 ;
+  assign \$182  = mag[11] | mag[10];
+  assign \$183  = mag[9] | mag[8];
+  assign \$184  = \$182  | \$183 ;
+  assign \$185  = mag[7] | mag[6];
+  assign \$186  = mag[5] | mag[4];
+  assign \$187  = \$185  | \$186 ;
+  assign \$188  = \$184  | \$187 ;
+  assign \$189  = \$181  | \$188 ;
+  assign \$190  = mag[19] | mag[18];
+  assign \$191  = mag[17] | mag[16];
+  assign \$192  = \$190  | \$191 ;
+  assign \$193  = mag[15] | mag[14];
+  assign \$194  = mag[13] | mag[12];
+  assign \$195  = \$193  | \$194 ;
+  assign \$196  = \$192  | \$195 ;
+  assign \$197  = mag[19] | mag[18];
+  assign \$198  = mag[17] | mag[16];
+  assign \$199  = \$197  | \$198 ;
+  assign \$200  = mag[19] | mag[18];
+  assign \$201  = mag[19] ? 1'h0 : 1'h1;
+  assign \$202  = mag[17] ? 1'h0 : 1'h1;
+  assign \$203  = \$200  ? { 1'h0, \$201  } : { 1'h1, \$202  };
+  assign \$204  = mag[15] | mag[14];
+  assign \$205  = mag[15] ? 1'h0 : 1'h1;
+  assign \$206  = mag[13] ? 1'h0 : 1'h1;
+  assign \$207  = \$204  ? { 1'h0, \$205  } : { 1'h1, \$206  };
+  assign \$208  = \$199  ? { 1'h0, \$203  } : { 1'h1, \$207  };
+  assign \$209  = mag[11] | mag[10];
+  assign \$210  = mag[9] | mag[8];
+  assign \$211  = \$209  | \$210 ;
+  assign \$212  = mag[11] | mag[10];
+  assign \$213  = mag[11] ? 1'h0 : 1'h1;
+  assign \$214  = mag[9] ? 1'h0 : 1'h1;
+  assign \$215  = \$212  ? { 1'h0, \$213  } : { 1'h1, \$214  };
+  assign \$216  = mag[7] | mag[6];
+  assign \$217  = mag[7] ? 1'h0 : 1'h1;
+  assign \$218  = mag[5] ? 1'h0 : 1'h1;
+  assign \$219  = \$216  ? { 1'h0, \$217  } : { 1'h1, \$218  };
+  assign \$220  = \$211  ? { 1'h0, \$215  } : { 1'h1, \$219  };
+  assign \$221  = \$196  ? { 1'h0, \$208  } : { 1'h1, \$220  };
+  assign \$222  = mag[3] | mag[2];
+  assign \$223  = mag[1] | mag[0];
+  assign \$224  = \$222  | \$223 ;
+  assign \$229  = mag[3] | mag[2];
+  assign \$230  = mag[1] | mag[0];
+  assign \$231  = \$229  | \$230 ;
+  assign \$232  = mag[3] | mag[2];
+  assign \$233  = mag[3] ? 1'h0 : 1'h1;
+  assign \$234  = mag[1] ? 1'h0 : 1'h1;
+  assign \$235  = \$232  ? { 1'h0, \$233  } : { 1'h1, \$234  };
+  assign \$240  = \$231  ? { 1'h0, \$235  } : 3'h7;
+  assign \$253  = \$228  ? { 1'h0, \$240  } : 4'hf;
+  assign \$254  = \$189  ? { 1'h0, \$221  } : { 1'h1, \$253  };
+  assign \$255  = \$94  ? { 1'h0, \$174  } : { 1'h1, \$254  };
+  assign lz = \$63  ? \$255  : 6'h00;
+  assign \$256  = $signed(base) + $signed(7'h33);
+  assign \$257  = $signed(\$256 ) + $signed(8'h7e);
+  assign \$258  = $signed(\$257 [10:0]) < $signed({ 1'h0, lz });
+  assign shift = \$258  ? \$257 [10:0] : { 5'h00, lz };
+  assign \$259  = $signed(\$257 [10:0]) >= $signed(1'h0);
+  assign \$260  = - $signed(\$257 [10:0]);
+  assign \$261  = $signed(\$260 ) > $signed(7'h36);
+  assign \$262  = - $signed(\$257 [10:0]);
+  assign \$263  = \$261  ? 12'h036 : \$262 ;
+  assign \$264  = \$259  ? 12'h000 : \$263 ;
+  assign \$265  = $signed(\$257 [10:0]) >= $signed(1'h0);
+  assign \$266  = mag << shift[5:0];
+  assign \$267  = { mag, 54'h00000000000000 } >> \$264 [5:0];
+  assign \$268  = \$265  ? { \$266 , 54'h00000000000000 } : { 63'h0000000000000000, \$267  };
+  assign \$269  = $signed(base) + $signed(7'h33);
+  assign \$270  = $signed(\$269 ) + $signed(8'h7f);
+  assign \$271  = $signed(\$270 ) - $signed(shift);
+  assign \$272  = | \$268 [80:54];
+  assign \$273  = | \$268 [53:0];
+  assign \$274  = \$272  | \$273 ;
+  assign \$275  = \$274  | \$268 [82];
+  assign \$276  = \$268 [81] & \$275 ;
+  assign rounded = \$268 [105:82] + \$276 ;
+  assign \$277  = $signed(\$271 [11:0]) + $signed(2'h1);
+  assign \$278  = ! mag;
+  assign \$279  = $signed(exp) >= $signed(9'h0ff);
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    lz = 6'h00;
-    if (mag[0]) begin
-      lz = 6'h33;
-    end
-    if (mag[1]) begin
-      lz = 6'h32;
-    end
-    if (mag[2]) begin
-      lz = 6'h31;
-    end
-    if (mag[3]) begin
-      lz = 6'h30;
-    end
-    if (mag[4]) begin
-      lz = 6'h2f;
-    end
-    if (mag[5]) begin
-      lz = 6'h2e;
-    end
-    if (mag[6]) begin
-      lz = 6'h2d;
-    end
-    if (mag[7]) begin
-      lz = 6'h2c;
-    end
-    if (mag[8]) begin
-      lz = 6'h2b;
-    end
-    if (mag[9]) begin
-      lz = 6'h2a;
-    end
-    if (mag[10]) begin
-      lz = 6'h29;
-    end
-    if (mag[11]) begin
-      lz = 6'h28;
-    end
-    if (mag[12]) begin
-      lz = 6'h27;
-    end
-    if (mag[13]) begin
-      lz = 6'h26;
-    end
-    if (mag[14]) begin
-      lz = 6'h25;
-    end
-    if (mag[15]) begin
-      lz = 6'h24;
-    end
-    if (mag[16]) begin
-      lz = 6'h23;
-    end
-    if (mag[17]) begin
-      lz = 6'h22;
-    end
-    if (mag[18]) begin
-      lz = 6'h21;
-    end
-    if (mag[19]) begin
-      lz = 6'h20;
-    end
-    if (mag[20]) begin
-      lz = 6'h1f;
-    end
-    if (mag[21]) begin
-      lz = 6'h1e;
-    end
-    if (mag[22]) begin
-      lz = 6'h1d;
-    end
-    if (mag[23]) begin
-      lz = 6'h1c;
-    end
-    if (mag[24]) begin
-      lz = 6'h1b;
-    end
-    if (mag[25]) begin
-      lz = 6'h1a;
-    end
-    if (mag[26]) begin
-      lz = 6'h19;
-    end
-    if (mag[27]) begin
-      lz = 6'h18;
-    end
-    if (mag[28]) begin
-      lz = 6'h17;
-    end
-    if (mag[29]) begin
-      lz = 6'h16;
-    end
-    if (mag[30]) begin
-      lz = 6'h15;
-    end
-    if (mag[31]) begin
-      lz = 6'h14;
-    end
-    if (mag[32]) begin
-      lz = 6'h13;
-    end
-    if (mag[33]) begin
-      lz = 6'h12;
-    end
-    if (mag[34]) begin
-      lz = 6'h11;
-    end
-    if (mag[35]) begin
-      lz = 6'h10;
-    end
-    if (mag[36]) begin
-      lz = 6'h0f;
-    end
-    if (mag[37]) begin
-      lz = 6'h0e;
-    end
-    if (mag[38]) begin
-      lz = 6'h0d;
-    end
-    if (mag[39]) begin
-      lz = 6'h0c;
-    end
-    if (mag[40]) begin
-      lz = 6'h0b;
-    end
-    if (mag[41]) begin
-      lz = 6'h0a;
-    end
-    if (mag[42]) begin
-      lz = 6'h09;
-    end
-    if (mag[43]) begin
-      lz = 6'h08;
-    end
-    if (mag[44]) begin
-      lz = 6'h07;
-    end
-    if (mag[45]) begin
-      lz = 6'h06;
-    end
-    if (mag[46]) begin
-      lz = 6'h05;
-    end
-    if (mag[47]) begin
-      lz = 6'h04;
-    end
-    if (mag[48]) begin
-      lz = 6'h03;
-    end
-    if (mag[49]) begin
-      lz = 6'h02;
-    end
-    if (mag[50]) begin
-      lz = 6'h01;
-    end
-    if (mag[51]) begin
-      lz = 6'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     (* full_case = 32'd1 *)
     if (rounded[24]) begin
-      exp = \$22 [11:0];
+      exp = \$277 [11:0];
     end else if (rounded[23]) begin
-      exp = \$16 [11:0];
+      exp = \$271 [11:0];
     end else begin
       exp = 12'h000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     (* full_case = 32'd1 *)
     if (rounded[24]) begin
       frac = 23'h000000;
@@ -1701,20 +2303,52 @@ module \nvfp4_dot_rnone_s3_l64_bnd.acc.add.round (mag, neg, word, base);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     (* full_case = 32'd1 *)
-    if (\$23 ) begin
+    if (\$278 ) begin
       word = 32'd0;
-    end else if (\$24 ) begin
+    end else if (\$279 ) begin
       word = { neg, 31'h7f800000 };
     end else begin
       word = { neg, exp[7:0], frac };
     end
   end
-  assign cap = \$2 [10:0];
-  assign right = \$9 [5:0];
-  assign wide = \$13 [105:0];
-  assign exp_pre = \$16 [11:0];
+  assign cap = \$257 [10:0];
+  assign right = \$264 [5:0];
+  assign wide = \$268 [105:0];
+  assign exp_pre = \$271 [11:0];
+  assign \$50  = 1'h0;
+  assign \$51  = 1'h0;
+  assign \$52  = 1'h0;
+  assign \$53  = \$49 ;
+  assign \$54  = 1'h0;
+  assign \$55  = 1'h0;
+  assign \$56  = 1'h0;
+  assign \$57  = 1'h0;
+  assign \$58  = 1'h0;
+  assign \$59  = 1'h0;
+  assign \$60  = 1'h0;
+  assign \$61  = \$49 ;
+  assign \$225  = 1'h0;
+  assign \$226  = 1'h0;
+  assign \$227  = 1'h0;
+  assign \$228  = \$224 ;
+  assign \$236  = 1'h0;
+  assign \$237  = 1'h1;
+  assign \$238  = 1'h1;
+  assign \$239  = 2'h3;
+  assign \$241  = 1'h0;
+  assign \$242  = 1'h0;
+  assign \$243  = 1'h0;
+  assign \$244  = 1'h0;
+  assign \$245  = 1'h1;
+  assign \$246  = 1'h1;
+  assign \$247  = 2'h3;
+  assign \$248  = 1'h0;
+  assign \$249  = 1'h1;
+  assign \$250  = 1'h1;
+  assign \$251  = 2'h3;
+  assign \$252  = 3'h7;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -5298,6 +5932,80 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \nvfp4_dot_rnone_s3_l64_bnd.front_reg (clk, rst, i__ready, o__ready, i__payload, o__payload, o__valid, i__valid);
+  reg \$auto$verilog_backend.cc:2355:dump_module$5  = 0;
+  wire \$1 ;
+  wire \$2 ;
+  reg [53:0] \$3 ;
+  reg \$4 ;
+  input clk;
+  wire clk;
+  input [53:0] i__payload;
+  wire [53:0] i__payload;
+  wire \i__payload.first ;
+  wire \i__payload.last ;
+  wire \i__payload.nan ;
+  wire \i__payload.t_exp ;
+  wire [49:0] \i__payload.t_sig ;
+  output i__ready;
+  wire i__ready;
+  input i__valid;
+  wire i__valid;
+  output [53:0] o__payload;
+  reg [53:0] o__payload = 54'h00000000000000;
+  wire \o__payload.first ;
+  wire \o__payload.last ;
+  wire \o__payload.nan ;
+  wire \o__payload.t_exp ;
+  wire [49:0] \o__payload.t_sig ;
+  input o__ready;
+  wire o__ready;
+  output o__valid;
+  reg o__valid = 1'h0;
+  input rst;
+  wire rst;
+  always @(posedge clk)
+    o__valid <= \$4 ;
+  assign \$1  = ~ o__valid;
+  assign i__ready = \$1  | o__ready;
+  assign \$2  = i__valid & i__ready;
+  always @(posedge clk)
+    o__payload <= \$3 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    \$4  = o__valid;
+    if (\$2 ) begin
+      \$4  = 1'h1;
+    end else if (o__ready) begin
+      \$4  = 1'h0;
+    end
+    if (rst) begin
+      \$4  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    \$3  = o__payload;
+    if (\$2 ) begin
+      \$3  = i__payload;
+    end
+    if (rst) begin
+      \$3  = 54'h00000000000000;
+    end
+  end
+  assign \o__payload.t_sig  = o__payload[49:0];
+  assign \o__payload.t_exp  = o__payload[50];
+  assign \o__payload.nan  = o__payload[51];
+  assign \o__payload.first  = o__payload[52];
+  assign \o__payload.last  = o__payload[53];
+  assign \i__payload.t_sig  = i__payload[49:0];
+  assign \i__payload.t_exp  = i__payload[50];
+  assign \i__payload.nan  = i__payload[51];
+  assign \i__payload.first  = i__payload[52];
+  assign \i__payload.last  = i__payload[53];
+endmodule
+
+(* generator = "Amaranth" *)
+module \nvfp4_dot_rnone_s3_l64_bnd.terms_reg (rst, i__ready, o__ready, i__payload, i__valid, o__payload, o__valid, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$6  = 0;
   wire \$1 ;
   wire \$2 ;
@@ -5350,80 +6058,6 @@ module \nvfp4_dot_rnone_s3_l64_bnd.front_reg (clk, rst, i__ready, o__ready, i__p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$3  = o__payload;
-    if (\$2 ) begin
-      \$3  = i__payload;
-    end
-    if (rst) begin
-      \$3  = 54'h00000000000000;
-    end
-  end
-  assign \o__payload.t_sig  = o__payload[49:0];
-  assign \o__payload.t_exp  = o__payload[50];
-  assign \o__payload.nan  = o__payload[51];
-  assign \o__payload.first  = o__payload[52];
-  assign \o__payload.last  = o__payload[53];
-  assign \i__payload.t_sig  = i__payload[49:0];
-  assign \i__payload.t_exp  = i__payload[50];
-  assign \i__payload.nan  = i__payload[51];
-  assign \i__payload.first  = i__payload[52];
-  assign \i__payload.last  = i__payload[53];
-endmodule
-
-(* generator = "Amaranth" *)
-module \nvfp4_dot_rnone_s3_l64_bnd.terms_reg (rst, i__ready, o__ready, i__payload, i__valid, o__payload, o__valid, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$7  = 0;
-  wire \$1 ;
-  wire \$2 ;
-  reg [53:0] \$3 ;
-  reg \$4 ;
-  input clk;
-  wire clk;
-  input [53:0] i__payload;
-  wire [53:0] i__payload;
-  wire \i__payload.first ;
-  wire \i__payload.last ;
-  wire \i__payload.nan ;
-  wire \i__payload.t_exp ;
-  wire [49:0] \i__payload.t_sig ;
-  output i__ready;
-  wire i__ready;
-  input i__valid;
-  wire i__valid;
-  output [53:0] o__payload;
-  reg [53:0] o__payload = 54'h00000000000000;
-  wire \o__payload.first ;
-  wire \o__payload.last ;
-  wire \o__payload.nan ;
-  wire \o__payload.t_exp ;
-  wire [49:0] \o__payload.t_sig ;
-  input o__ready;
-  wire o__ready;
-  output o__valid;
-  reg o__valid = 1'h0;
-  input rst;
-  wire rst;
-  always @(posedge clk)
-    o__valid <= \$4 ;
-  assign \$1  = ~ o__valid;
-  assign i__ready = \$1  | o__ready;
-  assign \$2  = i__valid & i__ready;
-  always @(posedge clk)
-    o__payload <= \$3 ;
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$4  = o__valid;
-    if (\$2 ) begin
-      \$4  = 1'h1;
-    end else if (o__ready) begin
-      \$4  = 1'h0;
-    end
-    if (rst) begin
-      \$4  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
     \$3  = o__payload;
     if (\$2 ) begin
       \$3  = i__payload;

@@ -15,7 +15,7 @@ from hwgen.hif4 import MAX_TERM_EXP_DIFF as HIF4_MAX_EXP_DIFF
 from hwgen.hif4 import HiF4DotUnit
 from hwgen.nvfp4 import term_specs as nvfp4_terms
 from sim.dot import NAN_WORD
-from sim.stimulus.accum import CLASSES, accum_steps
+from sim.stimulus.accum import CLASSES, AccumSteps, Term, accum_steps
 
 SPECS = {
     "hif4": lambda: HiF4DotUnit(residual="none")._terms(),
@@ -111,3 +111,29 @@ def test_preadded_bounded_add_equals_golden_long(name):
     terms = SPECS2[name]()
     steps = accum_steps(terms, 40_000, 110 + sorted(SPECS2).index(name), HIF4_MAX_EXP_DIFF)
     check(terms, steps, HIF4_MAX_EXP_DIFF)
+
+
+def test_subnormal_accumulator_beside_the_term():
+    """The accumulator enters the window unnormalized (its word's alignment): subnormal
+    accumulators with leading zeros against terms of the synthetic wide spec (the only one
+    reaching below FP32's range) from far above to far below them, powers of two among them
+    (ties at 2**-150 when the term sits at that place) and odd ones (far sticky bits)."""
+    terms = SPECS["wide"]()
+    t = Term.of(terms[0])
+    rng = np.random.default_rng(7)
+    n = 3000
+    frac = rng.integers(1, 1 << 23, n) >> rng.integers(0, 23, n)      # leading zeros
+    acc = (frac | (rng.integers(0, 2, n) << 31)).astype(np.uint32)
+    mag = rng.integers(1, 1 << (t.sig_bits - 1), n)
+    mag[::3] = 1 << rng.integers(0, t.sig_bits - 1, n)[::3]            # powers of two
+    mag[1::3] |= 1                                                       # far sticky bits
+    top = rng.integers(-170, -100, n)                 # the term's leading one
+    top[::5] = -151                                   # at the half-ulp place, 2**-150
+    exp = top - (np.array([int(x).bit_length() for x in mag]) - 1) + t.bias
+    ok = (exp >= 0) & (exp <= t.top_exp)
+    assert ok.mean() > 0.8
+    sig = np.where(rng.integers(0, 2, n) == 1, -mag, mag)[ok]
+    k = int(ok.sum())
+    steps = AccumSteps((t,), acc[ok], sig[:, None], exp[ok][:, None], np.zeros(k, bool),
+                       np.zeros(k, bool), np.zeros(k, np.uint8))
+    check(terms, steps)

@@ -158,3 +158,35 @@ def test_window_geometry():
     assert spec.lsb == -300
     with pytest.raises(ValueError, match="distinct"):
         AccumSpec([TermSpec("x", 4, 4, 0), TermSpec("x", 4, 4, 0)])
+
+
+@pytest.mark.parametrize("tree", [False, True], ids=["chain", "tree"])
+def test_leading_zeros_both_structures(tree):
+    """Both structures of :func:`hwgen.accum.leading_zeros` count the same: every value of
+    widths 1-9, and values with every leading-one position (random bits below) at the
+    widths the back ends use."""
+    from amaranth.hdl import Module, Signal
+
+    from hwgen.accum import leading_zeros
+
+    rng = np.random.default_rng(5)
+    for width in list(range(1, 10)) + [24, 27, 51, 88, 280]:
+        m = Module()
+        value = Signal(width)
+        count = leading_zeros(m, value, width, tree=tree)
+        if width < 10:
+            values = list(range(1 << width))
+        else:
+            values = [0] + [(1 << k) | int(rng.integers(0, 1 << 62)) % (1 << k)
+                            for k in range(width)]
+        got = []
+
+        async def bench(ctx):
+            for v in values:
+                ctx.set(value, v)
+                got.append(ctx.get(count))
+
+        sim = Simulator(m)
+        sim.add_testbench(bench)
+        sim.run()
+        assert got == [width - v.bit_length() if v else 0 for v in values], width
