@@ -7,7 +7,7 @@ import shutil
 from sim.bench import runner
 from sim.cli import main
 
-MODULE = "hif4_dot_rnone_s3_l64"
+MODULE = "nvfp4_dot_rnone_s3_l64"
 
 
 def test_verilator_and_cocotb_are_installed():
@@ -40,7 +40,7 @@ def test_cache_key_covers_the_spec(tmp_path, monkeypatch):
 def test_verify_rtl_dir_simulates_the_given_file(tmp_path, capsys):
     """The committed module passes; a copy whose Verilog is changed so that every output word
     differs fails with a mismatch, so the command ran that file and not a regeneration."""
-    argv = ["verify", "--unit", "hif4", "--residual", "none", "--vectors", "300"]
+    argv = ["verify", "--unit", "nvfp4", "--residual", "none", "--vectors", "300"]
     assert main([*argv, "--rtl-dir", str(runner.REPO / "rtl_out")]) == 0
     captured = capsys.readouterr()
     assert captured.err.startswith("hif4 verify: using ")
