@@ -145,8 +145,9 @@ def accum_layout(terms):
 def leading_zeros(m, value, width, name="lzc", tree=False):
     """Leading-zero count of ``value`` (``width`` bits; 0 input -> 0).
 
-    The default is a priority chain (depth linear in ``width``); ``tree`` builds the same
-    count as a binary tree of halves (depth logarithmic): a half's count is the upper
+    The default is a priority chain (depth linear in ``width``; the full-window back end
+    keeps it, so its Verilog and recorded synthesis stay as they are); ``tree`` builds the
+    same count as a binary tree of halves (depth logarithmic): a half's count is the upper
     half's when that has a one, else half the width plus the lower half's.
     """
     count = Signal(range(width + 1), name=name)

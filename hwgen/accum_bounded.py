@@ -9,16 +9,16 @@ into one term) or of two terms pre-added into one (HiF4 with a residual, below).
 the wider of the two significands (24 for the accumulator, ``sig_bits`` for the term):
 
 * Each operand has a top place at the top of ``M`` bits: the term normalized (its leading
-  one there), the accumulator in its word's alignment (its hidden-bit place there; a
-  subnormal one has leading zeros, and the loop no count or shift before the add). The
+  one there), the accumulator in its word's alignment (its hidden-bit place there, so a
+  subnormal one has leading zeros and the loop has no count or shift before the add). The
   one with the higher top place, *big* (top weight ``2**pb``), is placed with it at
   window bit ``N - 1``: bit ``i`` weighs ``2**(pb - N + 1 + i)``, and big's lowest bit is
   at bit ``N - M >= 1``. The other, *small*, is shifted right by ``d = pb - ps`` into the
   window; the bits that fall below bit 0 are ORed into bit 0 (a sticky "jam" bit).
 * Near case, ``d <= 1``: small's lowest bit is at ``N - M - d >= 0``, nothing falls out,
   the sum is exact. (Only here can the operands cancel to zero or by more than one bit.)
-* Far case, ``d >= 2``, big normalized: ``|big| >= 2**pb`` and ``|small| < 2**(pb - 1)``, so the exact sum
-  has its leading one at ``pb - 1`` or above. Its rounding boundaries (the FP32 values and
+* Far case, ``d >= 2``, big normalized: ``|big| >= 2**pb`` and ``|small| < 2**(pb - 1)``,
+  so the exact sum has its leading one at ``pb - 1`` or above. Its rounding boundaries (the FP32 values and
   midpoints near it) are multiples of ``2**(pb - 25)``, or of ``2**-150`` when it is
   subnormal, and both lie at window bit 1 or above (``N >= 27``; a subnormal result has
   ``pb <= -126``). Big is a multiple of bit 1's weight; small's value below bit 1 is a

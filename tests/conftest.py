@@ -104,7 +104,7 @@ def rne_f32(v, negative_zero=False):
 #: grid is marked slow.
 CI_CONFIGS = [
     ("hif4", "none", 3, 16, "window"),      # also built by test_bench_hif4 and test_sweep_ray
-    ("hif4", "2:4", 1, 16, "bounded"),
+    ("hif4", "2:4", 1, 16, "bounded"),     # also built by test_bench_hif4's test_cli_verify
     ("hif4", "dense", 4, 16, "window"),
     ("mxfp4", "none", 2, 16, "window"),
     ("mxfp4", "2:4", 3, 32, "window"),

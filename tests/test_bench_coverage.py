@@ -1,10 +1,10 @@
 """The default suite's Verilator coverage: every configuration class, a short run each.
 
 For every configuration of ``CI_CONFIGS`` (every (unit, residual) pair of the registry,
-every stage count, every accumulator back end) the bench runs the named cases, the hand-checked ones with their
-hand-derived words among them, then random K-loops, with random stalls on ``i.valid`` and
-``o.ready``; every output word is checked against the golden model, which must itself give
-the hand-derived words. A second run without stalls pins the manifest's ``ii`` and
+every stage count, every accumulator back end) the bench runs the named cases, the
+hand-checked ones with their hand-derived words among them, then random K-loops, with
+random stalls on ``i.valid`` and ``o.ready``; every output word is checked against the
+golden model, which must itself give the hand-derived words. A second run without stalls pins the manifest's ``ii`` and
 ``latency``. Longer runs and the full grid are marked slow (``test_bench_hif4.py``,
 ``test_bench_mxnv.py``).
 """
