@@ -3,7 +3,8 @@
 1. generate the standard RTL set into ``rtl_out/`` (byte-identical to the checked-in files);
 2. verify every generated file (``hif4 verify --rtl-dir``) against the golden model in
    cocotb + Verilator;
-3. print the area and throughput comparison of the units.
+3. print the area and throughput comparison of the units, with the full-window and with
+   the bounded accumulator back end (where a unit has it).
 """
 
 import time
@@ -51,7 +52,7 @@ def _verify_expect(out, unit, params, vectors):
 
 def run(args):
     from . import main
-    from hif4spec import standard_set
+    from hif4spec import ACCUMS, standard_set
     from sim.bench.runner import REPO
 
     if args.vectors < 1:
@@ -71,14 +72,19 @@ def run(args):
                     "--residual", params["residual"],
                     "--stages", str(params["stages"]), "--lanes", str(params["lanes"]),
                     "--vectors", str(args.vectors)]
+            if "accum" in params:               # a dot unit: its accumulator back end
+                argv += ["--accum", params["accum"]]
             _step(f"[{n}/{len(configs)}] hif4 " + " ".join(argv),
                   _verify_expect(args.out, unit, params, args.vectors))
             status = main(argv)
             if status:
                 print(f"demo: verification of {unit} ({params['residual']}) failed")
                 return status
-    _step(f"hif4 estimate --synth --rtl-dir {args.out}",
-          "expected: a few seconds (synthesis areas from the checked-in table)")
-    status = main(["estimate", "--synth", "--rtl-dir", args.out])
+    for accum in ACCUMS:                        # the comparison with each back end
+        _step(f"hif4 estimate --synth --rtl-dir {args.out} --accum {accum}",
+              "expected: a few seconds (synthesis areas from the checked-in table)")
+        status = main(["estimate", "--synth", "--rtl-dir", args.out, "--accum", accum])
+        if status:
+            return status
     print(f"\ndemo finished in {time.monotonic() - started:.0f} s")
     return status
