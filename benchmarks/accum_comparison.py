@@ -54,7 +54,7 @@ def comparison(backend=None):
     window = _rows("window", backend)
     best = _rows("bounded", backend)
     return [("window", r) for r in window] + [("bounded", r) for r in best
-                                              if "bounded" in accums_of(r["unit"])]
+                                              if "bounded" in accums_of(r["unit"], r["residual"])]
 
 
 def _fmt(v, spec=",.0f"):

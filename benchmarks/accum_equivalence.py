@@ -9,7 +9,8 @@ Usage::
 
 Units: ``hif4`` (HiF4 without residual, one term), ``hif4_24`` and ``hif4_dense`` (HiF4 with
 a residual: two terms pre-added, exponent fields at most
-:data:`hwgen.hif4.MAX_TERM_EXP_DIFF` apart), ``nvfp4`` (one term); all four by default. The
+:data:`hwgen.hif4.MAX_TERM_EXP_DIFF` apart), ``nvfp4`` (one term), ``mxfp4`` (MXFP4 without
+residual: two independent block terms paired); all five by default. The
 steps are :func:`sim.stimulus.accum.accum_steps` (random, and the adversarial classes listed
 there), ``N`` per unit (default 1,000,000).
 
@@ -45,6 +46,7 @@ from amaranth.lib.wiring import In, Out  # noqa: E402
 from hwgen.accum import AccumSpec, ExactAdd, accum_layout  # noqa: E402
 from hwgen.accum_bounded import BoundedAdd  # noqa: E402
 from hwgen.hif4 import MAX_TERM_EXP_DIFF, HiF4DotUnit  # noqa: E402
+from hwgen.mxfp4 import term_specs as mxfp4_terms  # noqa: E402
 from hwgen.nvfp4 import term_specs as nvfp4_terms  # noqa: E402
 from sim.cli import _Parser  # noqa: E402
 from sim.cost.activity import ActivityError, verilate  # noqa: E402
@@ -57,6 +59,7 @@ UNITS = {
     "hif4_24": lambda: (list(HiF4DotUnit(residual="2:4").terms), MAX_TERM_EXP_DIFF),
     "hif4_dense": lambda: (list(HiF4DotUnit(residual="dense").terms), MAX_TERM_EXP_DIFF),
     "nvfp4": lambda: (nvfp4_terms(), None),
+    "mxfp4": lambda: (mxfp4_terms("none"), None),
 }
 BUILD_ROOT = ROOT / "build" / "accum_equiv"
 TOP = "accum_equiv"

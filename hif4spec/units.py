@@ -28,7 +28,8 @@ RESIDUAL_TAGS = {"none": "rnone", "2:4": "r24", "dense": "rdense"}
 #: Accumulator back ends of a dot-product unit (spec section 7 either way, bit for bit):
 #: ``"window"`` adds every step into a fixed-point window holding every bit of every term
 #: (:mod:`hwgen.accum`, the reference); ``"bounded"`` adds in a window a little wider than
-#: one term, after pre-adding terms that share a scale (:mod:`hwgen.accum_bounded`).
+#: one term, after pre-adding terms that share a scale or pairing two independent ones
+#: (:mod:`hwgen.accum_bounded`).
 ACCUMS = ("window", "bounded")
 #: Back end -> the suffix it adds to module names.
 ACCUM_TAGS = {"window": "", "bounded": "_bnd"}
@@ -55,7 +56,8 @@ class UnitSpec:
     ``RESIDUAL_MODES`` order), ``standard`` the residual modes of the standard set
     (``hif4 generate --all``, at the default stages and lanes), ``kind`` one of ``KINDS``
     and ``accums`` the accumulator back ends of a dot unit (``ACCUMS``; none for an
-    encoder). An encoder's residual mode is the residual step it emits beside the operand
+    encoder); ``accum_limits`` narrows a back end to some residual modes, as
+    ``((back end, residual modes), ...)`` (:func:`accums_of`). An encoder's residual mode is the residual step it emits beside the operand
     step (the one the dot unit of its format takes).
     """
 
@@ -66,12 +68,14 @@ class UnitSpec:
     standard: tuple
     kind: str = "dot"
     accums: tuple = ACCUMS[:1]
+    accum_limits: tuple = ()
 
 
 UNITS = {u.name: u for u in (
     UnitSpec("hif4", "hif4", "hwgen.hif4:HiF4DotUnit", RESIDUAL_MODES, RESIDUAL_MODES[:2],
              accums=ACCUMS),
-    UnitSpec("mxfp4", "mxfp4", "hwgen.mxfp4:MXFP4DotUnit", RESIDUAL_MODES, RESIDUAL_MODES[:2]),
+    UnitSpec("mxfp4", "mxfp4", "hwgen.mxfp4:MXFP4DotUnit", RESIDUAL_MODES, RESIDUAL_MODES[:2],
+             accums=ACCUMS, accum_limits=(("bounded", RESIDUAL_MODES[:1]),)),
     UnitSpec("nvfp4", "nvfp4", "hwgen.nvfp4:NVFP4DotUnit", RESIDUAL_MODES[:1],
              RESIDUAL_MODES[:1], accums=ACCUMS),
     UnitSpec("hif4_quant", "hif4", "hwgen.encoder:HiF4QuantUnit", RESIDUAL_MODES,
@@ -107,9 +111,14 @@ def residuals_of(name):
     return unit_spec(name).residuals
 
 
-def accums_of(name):
-    """Accumulator back ends unit ``name`` can be built with (none for an encoder)."""
-    return unit_spec(name).accums
+def accums_of(name, residual=None):
+    """Accumulator back ends unit ``name`` can be built with (none for an encoder), with
+    ``residual`` when given (``UnitSpec.accum_limits``)."""
+    spec = unit_spec(name)
+    if residual is None:
+        return spec.accums
+    limits = dict(spec.accum_limits)
+    return tuple(a for a in spec.accums if residual in limits.get(a, spec.residuals))
 
 
 def check_params(unit, residual, stages, lanes, accum=None):
@@ -125,10 +134,15 @@ def check_params(unit, residual, stages, lanes, accum=None):
     if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes not in LANES:
         raise ValueError(f"Lane count must be one of {', '.join(map(str, LANES))}, "
                          f"not {lanes!r}")
-    if accum is not None and accum not in spec.accums:
+    if accum is not None and accum not in accums_of(unit, residual):
         if not spec.accums:
             raise ValueError(f"{unit} is an encoder and has no accumulator: drop the "
                              f"accumulator back end ({accum!r})")
+        if accum in spec.accums:
+            raise ValueError(f"Accumulator back end of {unit} with residual {residual!r} "
+                             f"must be one of {', '.join(accums_of(unit, residual))}, not "
+                             f"{accum!r} ({accum} takes residual "
+                             f"{', '.join(dict(spec.accum_limits)[accum])})")
         raise ValueError(f"Accumulator back end of {unit} must be one of "
                          f"{', '.join(spec.accums)}, not {accum!r}")
 
@@ -155,7 +169,7 @@ def module_name(unit, residual, stages, lanes, accum=DEFAULTS["accum"]):
 def parse_module_name(name):
     """Inverse of :func:`module_name`: ``(unit, residual, stages, lanes, accum)``, or None."""
     for cfg in all_configs():
-        for accum in unit_spec(cfg[0]).accums or (DEFAULTS["accum"],):
+        for accum in accums_of(cfg[0], cfg[1]) or (DEFAULTS["accum"],):
             if module_name(*cfg, accum) == name:
                 return (*cfg, accum)
     return None
@@ -214,4 +228,4 @@ def standard_set(kind=None):
     --all`` (every kind), or of the units of ``kind``: each unit's standard residual modes
     at the default stages and lanes, a dot unit's with each of its accumulator back ends."""
     return [(u.name, resolve(u.name, residual=r, accum=a)) for u in _units(kind)
-            for r in u.standard for a in (u.accums or (None,))]
+            for r in u.standard for a in (accums_of(u.name, r) or (None,))]

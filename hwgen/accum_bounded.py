@@ -54,8 +54,13 @@ from amaranth.lib.wiring import In, Out
 from .accum import NAN_WORD, AccumSpec, TermSpec, accum_layout, leading_zeros, round_to_word
 from .parts import Part, probe, within
 
-__all__ = ["BoundedSpec", "PreAdd", "Decode", "SwapAlign", "AddSub", "RoundAt",
-           "BoundedAdd"]
+__all__ = ["BoundedSpec", "PreAdd", "JamPair", "Decode", "SwapAlign", "AddSub", "RoundAt",
+           "BoundedAdd", "PAIR_WINDOW"]
+
+#: ``K + 1``: bits of the pair window (:class:`JamPair`), the higher term's leading one at
+#: bit ``K``. The least width for which jamming the lower term is exact
+#: (``docs/accumulator.md``; one bit fewer fails ``tests/test_accum_bounded.py``).
+PAIR_WINDOW = 51
 
 
 def _signed_bits(lo, hi):
@@ -69,10 +74,15 @@ class BoundedSpec:
     Parameters
     ----------
     terms : list of TermSpec
-        One term, or two with the same exponent field width and bias whose exponent
-        fields never differ by more than ``max_exp_diff``.
+        One term, or two with the same exponent field width and bias: pre-added exactly
+        when their exponent fields never differ by more than ``max_exp_diff``, else paired
+        (:class:`JamPair`; at most 24 significand bits each).
     max_exp_diff : int, optional
-        For two terms: the bound ``D`` the front end guarantees (HiF4: 63).
+        For two terms: the bound ``D`` the front end guarantees (HiF4: 63); None for
+        independent terms (MXFP4's two blocks).
+    pair_window : int, optional
+        For independent terms: ``K + 1`` (default ``PAIR_WINDOW``; a narrower one is not
+        exact and exists only to show that it fails).
 
     Attributes
     ----------
@@ -88,12 +98,16 @@ class BoundedSpec:
         Width of the signed exponent arithmetic; it holds every exponent any exponent
         *field* value gives (the whole field, not only up to ``exp_max``), so no input can
         wrap it.
+    pair_sig, pair_window : int or None
+        For two independent terms (:class:`JamPair`): ``w``, the wider term's significand
+        bits, and ``K + 1``, the bits of the pair window.
     """
 
-    def __init__(self, terms, max_exp_diff=None):
+    def __init__(self, terms, max_exp_diff=None, pair_window=PAIR_WINDOW):
         spec = AccumSpec(terms)
         self.accum = spec
         self.max_exp_diff = max_exp_diff
+        self.pair_sig = self.pair_window = None
         if len(spec.terms) == 1:
             t = spec.terms[0]
         elif len(spec.terms) == 2 and max_exp_diff is not None:
@@ -106,11 +120,26 @@ class BoundedSpec:
                                  f"not {max_exp_diff!r}")
             t = TermSpec("pre", max(t1.sig_bits, t2.sig_bits) + max_exp_diff + 1,
                          t1.exp_bits, t1.bias, max(t1.top_exp, t2.top_exp))
+        elif len(spec.terms) == 2:
+            t1, t2 = spec.terms
+            if (t1.exp_bits, t1.bias) != (t2.exp_bits, t2.bias):
+                raise ValueError("Paired terms must share the exponent field width and bias")
+            w = max(t1.sig_bits, t2.sig_bits)
+            if w > 24:
+                raise ValueError(f"Paired terms of at most 24 significand bits (an FP32 "
+                                 f"word holds the higher one), not {w}")
+            if not isinstance(pair_window, int) or pair_window <= w:
+                raise ValueError(f"pair_window must be an integer above {w}, not "
+                                 f"{pair_window!r}")
+            self.pair_sig, self.pair_window = w, pair_window
+            top = max(t1.top_exp, t2.top_exp) + w - 1
+            t = TermSpec("pair", self.pair_window + 2,
+                         ((1 << t1.exp_bits) + w - 2).bit_length(),
+                         t1.bias + self.pair_window - 1, top)
         else:
-            raise ValueError(f"The bounded back end takes one-term steps, or two terms with "
-                             f"a bound on their exponent difference; this one has "
-                             f"{len(spec.terms)} ({', '.join(t.name for t in spec.terms)})"
-                             + ("" if len(spec.terms) != 2 else " and no max_exp_diff"))
+            raise ValueError(f"The bounded back end takes steps of one or two terms; this one "
+                             f"has {len(spec.terms)} "
+                             f"({', '.join(t.name for t in spec.terms)})")
         self.term = t
         self.sig = max(24, t.sig_bits)
         self.window = max(27, self.sig + 1)
@@ -125,7 +154,9 @@ class BoundedSpec:
         terms = self.accum.describe()["terms"]
         out = {"accum": "bounded", "terms": terms, "window_bits": self.window,
                "significand_bits": self.sig, "exponent_bits": self.exp_bits}
-        if len(terms) == 2:
+        if self.pair_window is not None:
+            out.update(pair_window_bits=self.pair_window)
+        elif len(terms) == 2:
             out.update(max_exp_diff=self.max_exp_diff, preadd_bits=self.term.sig_bits)
         return out
 
@@ -179,6 +210,113 @@ class PreAdd(wiring.Component):
         return [Part("cmp", (e,)), Part("add", (e,), 2), Part("mux", (2, s), 2),
                 Part("shl", (s, b.max_exp_diff + 1)), Part("add", (b.term.sig_bits,)),
                 Part("mux", (2, e))]
+
+
+class JamPair(wiring.Component):
+    """Two terms with independent exponents as one term ``T = hi + J(lo)``, the higher
+    one's FP32 word and the lower one decoded (outside the accumulator loop).
+
+    Both terms are normalized to ``w`` bits; *hi* is the one whose leading one is higher
+    (at ``2**ph``). The window has ``K + 1 = PAIR_WINDOW`` bits, hi's leading one at bit
+    ``K``; *lo* is shifted into it by the distance of the leading ones, the bits below bit
+    0 jammed into bit 0, and added with its sign: ``T``, ``K + 3`` bits signed, bit 0
+    weighing ``2**(ph - K)``, the exponent field ``ph + bias``. ``T`` is exact unless lo
+    has bits below ``2**(ph - K)`` (``docs/accumulator.md``: why the rounded sum is still
+    exact then, unless the accumulator cancels hi exactly, the case :class:`BoundedAdd`
+    bypasses with lo alone).
+
+    Members
+    -------
+    step : In(accum_layout(terms))
+        The two terms (only their fields are read).
+    sig : Out(signed(K + 3))
+    exp : Out
+        ``T``'s significand and exponent field (:attr:`BoundedSpec.term`).
+    lo_neg, lo_sig, lo_top, lo_zero : Out
+        lo as :class:`Decode` gives a term: bit ``M - 1`` of ``lo_sig`` (its leading one)
+        weighs ``2**lo_top``.
+    hi_word : Out(32)
+        hi as an FP32 word, when ``hi_rep``: hi is nonzero and an FP32 value exactly.
+    hi_rep : Out(1)
+    """
+
+    def __init__(self, bspec):
+        self._b = b = bspec
+        M, E = b.sig, b.exp_bits
+        super().__init__({
+            "step": In(accum_layout(b.accum.terms)), "sig": Out(signed(b.term.sig_bits)),
+            "exp": Out(b.term.exp_bits), "lo_neg": Out(1), "lo_sig": Out(M),
+            "lo_top": Out(signed(E)), "lo_zero": Out(1), "hi_word": Out(32),
+            "hi_rep": Out(1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        b = self._b
+        M, E, w, K = b.sig, b.exp_bits, b.pair_sig, b.pair_window - 1
+        dec = []
+        for i, t in enumerate(b.accum.terms):
+            s, e = self.step[f"{t.name}_sig"], self.step[f"{t.name}_exp"]
+            mag = Signal(w, name=f"mag{i}")        # |sig|: -2**(S-1) fits unsigned
+            m.d.comb += mag.eq(Mux(s < 0, -s, s))
+            lz = leading_zeros(m, mag, w, f"lz{i}", tree=True)
+            norm, top = Signal(w, name=f"norm{i}"), Signal(signed(E), name=f"top{i}")
+            m.d.comb += [norm.eq(mag << lz), top.eq(e - t.bias + (w - 1) - lz)]
+            dec.append((s < 0, norm, top, mag == 0))
+        (n0, s0, p0, z0), (n1, s1, p1, z1) = dec
+        first_hi = Signal()
+        m.d.comb += first_hi.eq(~z0 & (z1 | (p0 >= p1)))
+        hi_neg, lo_neg, hi_zero, lo_zero = Signal(), Signal(), Signal(), Signal()
+        hi_sig, lo_sig = Signal(w), Signal(w)
+        hi_top, lo_top = Signal(signed(E)), Signal(signed(E))
+        for dst, a, c in ((hi_neg, n0, n1), (lo_neg, n1, n0), (hi_zero, z0, z1),
+                          (lo_zero, z1, z0), (hi_sig, s0, s1), (lo_sig, s1, s0),
+                          (hi_top, p0, p1), (lo_top, p1, p0)):
+            m.d.comb += dst.eq(Mux(first_hi, a, c))
+        # lo into the window below hi, jammed.
+        dist = Signal(signed(E + 1))
+        m.d.comb += dist.eq(hi_top - lo_top)
+        shift = Signal(range(K + 2))
+        m.d.comb += shift.eq(Mux(lo_zero | (dist > K + 1), K + 1, dist))
+        placed = Cat(Const(0, K + 1 - w), lo_sig)
+        wide = Signal(2 * K + 2)
+        m.d.comb += wide.eq(Cat(Const(0, K + 1), placed) >> shift)
+        lo_j = Signal(K + 1)
+        m.d.comb += lo_j.eq(wide[K + 1:] | wide[:K + 1].any())
+        hi_w = Cat(Const(0, K + 1 - w), hi_sig)
+        m.d.comb += [
+            self.sig.eq(Mux(hi_neg, -hi_w, hi_w) + Mux(lo_neg, -lo_j, lo_j)),
+            self.exp.eq(Mux(hi_zero, 0, hi_top + b.accum.terms[0].bias)),
+            self.lo_neg.eq(lo_neg), self.lo_sig.eq(Cat(Const(0, M - w), lo_sig)),
+            self.lo_top.eq(lo_top), self.lo_zero.eq(lo_zero),
+        ]
+        # hi's FP32 word: normal from 2**-126 up, else its bits shifted to 2**-149.
+        sig24 = Cat(Const(0, 24 - w), hi_sig)
+        right = Signal(range(25))
+        m.d.comb += right.eq(Mux(hi_top >= -126, 0, Mux(hi_top < -150, 24, -126 - hi_top)))
+        sub = Signal(48)
+        m.d.comb += sub.eq(Cat(Const(0, 24), sig24) >> right)
+        normal = hi_top >= -126
+        m.d.comb += [
+            self.hi_word.eq(Cat(Mux(normal, sig24[:23], sub[24:47]),
+                                Mux(normal, hi_top + 127, 0)[:8], hi_neg)),
+            self.hi_rep.eq(~hi_zero & (hi_top <= 127) & (normal | (sub[:24] == 0))),
+        ]
+        return m
+
+    def parts(self):
+        """Per term the absolute value, leading-zero count and normalising shift and the
+        top exponent; the compare and the choice of hi, the distance, lo's jamming right
+        shift (``w`` bits into the window and the bits below it), the negations (hi has
+        ``w`` bits, lo the window's) and the sum; hi's word (a right shift, the exponent
+        add and the range compares) (:mod:`hwgen.parts`)."""
+        b = self._b
+        E, w, K = b.exp_bits, b.pair_sig, b.pair_window - 1
+        return [Part("neg", (w,), 2), Part("lzc", (w,), 2), Part("shl", (w, w), 2),
+                Part("add", (E,), 2), Part("cmp", (E,)), Part("mux", (2, w), 2),
+                Part("mux", (2, E), 2), Part("add", (E + 1,)),
+                Part("wshl", (w, K + 2, 2 * K + 2)), Part("neg", (w,)),
+                Part("neg", (K + 1,)), Part("add", (K + 3,)), Part("add", (E,)),
+                Part("shr", (24, 25)), Part("add", (E,)), Part("cmp", (E,), 3)]
 
 
 class Decode(wiring.Component):
@@ -404,7 +542,9 @@ class RoundAt(wiring.Component):
 
 class BoundedAdd(wiring.Component):
     """One accumulation, the interface and contract of :class:`hwgen.accum.ExactAdd`: a
-    one-term step, or two terms pre-added (``max_exp_diff``, :class:`BoundedSpec`).
+    one-term step, two terms pre-added (``max_exp_diff``, :class:`PreAdd`) or two
+    independent terms paired (:class:`JamPair`; an accumulator word exactly minus the higher
+    term bypasses the pair and adds the lower term alone).
 
     Members
     -------
@@ -413,8 +553,8 @@ class BoundedAdd(wiring.Component):
     word : Out(32)
     """
 
-    def __init__(self, terms, max_exp_diff=None):
-        self._b = BoundedSpec(terms, max_exp_diff)
+    def __init__(self, terms, max_exp_diff=None, pair_window=PAIR_WINDOW):
+        self._b = BoundedSpec(terms, max_exp_diff, pair_window)
         super().__init__({"acc": In(32), "step": In(accum_layout(self._b.accum.terms)),
                           "word": Out(32)})
 
@@ -432,7 +572,12 @@ class BoundedAdd(wiring.Component):
         :class:`RoundAt` (``round``) and the special cases (``special``: two 8-bit
         compares, two 32-bit choices) (:mod:`hwgen.parts`)."""
         b = self._b
-        out = within("preadd", probe(PreAdd(b)).parts()) if len(b.accum.terms) == 2 else []
+        out = []
+        if b.pair_window is not None:
+            out = (within("pair", probe(JamPair(b)).parts())
+                   + within("bypass", [Part("cmp", (32,)), Part("mux", (2, b.sig + b.exp_bits + 2))]))
+        elif len(b.accum.terms) == 2:
+            out = within("preadd", probe(PreAdd(b)).parts())
         return (out + within("decode", probe(Decode(b)).parts())
                 + within("align", probe(SwapAlign(b)).parts())
                 + within("addsub", probe(AddSub(b)).parts())
@@ -446,17 +591,30 @@ class BoundedAdd(wiring.Component):
         m.submodules.align = sa = SwapAlign(b)
         m.submodules.addsub = ad = AddSub(b)
         m.submodules.round = rnd = RoundAt(b.window + 1, b.exp_bits)
-        if len(b.accum.terms) == 2:
+        fields = ("neg", "sig", "top", "zero")
+        term = {f: getattr(dec, f"t_{f}") for f in fields}
+        zero_acc = self.step.first
+        if b.pair_window is not None:
+            # The accumulator exactly -hi: the sum is lo, which goes in alone.
+            m.submodules.pair = pair = JamPair(b)
+            m.d.comb += [pair.step.eq(self.step), dec.sig.eq(pair.sig), dec.exp.eq(pair.exp)]
+            bypass = Signal()
+            m.d.comb += bypass.eq(pair.hi_rep & ~self.step.first
+                                  & (self.acc == (pair.hi_word ^ (1 << 31))))
+            term = {f: Mux(bypass, getattr(pair, f"lo_{f}"), v) for f, v in term.items()}
+            zero_acc = zero_acc | bypass
+        elif len(b.accum.terms) == 2:
             m.submodules.preadd = pre = PreAdd(b)
             m.d.comb += [pre.step.eq(self.step), dec.sig.eq(pre.sig), dec.exp.eq(pre.exp)]
         else:
             t = b.term
             m.d.comb += [dec.sig.eq(self.step[f"{t.name}_sig"]),
                          dec.exp.eq(self.step[f"{t.name}_exp"])]
-        m.d.comb += [dec.acc.eq(self.acc), dec.zero_acc.eq(self.step.first)]
-        for pre_ in ("a", "t"):
-            for f in ("neg", "sig", "top", "zero"):
-                m.d.comb += getattr(sa, f"{pre_}_{f}").eq(getattr(dec, f"{pre_}_{f}"))
+        m.d.comb += [dec.acc.eq(self.acc), dec.zero_acc.eq(zero_acc)]
+        for f in fields:
+            m.d.comb += getattr(sa, f"a_{f}").eq(getattr(dec, f"a_{f}"))
+        for f in fields:
+            m.d.comb += getattr(sa, f"t_{f}").eq(term[f])
         m.d.comb += [ad.big.eq(sa.big), ad.small.eq(sa.small), ad.big_neg.eq(sa.big_neg),
                      ad.small_neg.eq(sa.small_neg),
                      rnd.mag.eq(ad.mag), rnd.neg.eq(ad.neg), rnd.base.eq(sa.base)]

@@ -106,7 +106,7 @@ CI_CONFIGS = [
     ("hif4", "none", 3, 16, "window"),      # also built by test_bench_hif4 and test_sweep_ray
     ("hif4", "2:4", 1, 16, "bounded"),     # also built by test_bench_hif4's test_cli_verify
     ("hif4", "dense", 4, 16, "window"),
-    ("mxfp4", "none", 2, 16, "window"),
+    ("mxfp4", "none", 2, 16, "bounded"),
     ("mxfp4", "2:4", 3, 32, "window"),
     ("mxfp4", "dense", 4, 16, "window"),
     ("nvfp4", "none", 3, 16, "window"),     # also built by test_sweep_ray

@@ -3,19 +3,21 @@ accumulation (:func:`sim.dot.accumulate`), bit for bit, in the Amaranth simulato
 steps of :func:`sim.stimulus.accum.accum_steps` (random steps across the whole exponent
 range and the adversarial ones of issue 15): one-term steps of the HiF4 and NVFP4 terms and
 of two synthetic ones (a term narrower than the accumulator; one whose range reaches past
-both ends of FP32), and HiF4's main and residual terms pre-added."""
+both ends of FP32), HiF4's main and residual terms pre-added, and MXFP4's two independent
+block terms paired (with steps of their own around the pair window's edge)."""
 
 import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
 from hwgen.accum import TermSpec, accum_layout
-from hwgen.accum_bounded import BoundedAdd, BoundedSpec
+from hwgen.accum_bounded import PAIR_WINDOW, BoundedAdd, BoundedSpec
 from hwgen.hif4 import MAX_TERM_EXP_DIFF as HIF4_MAX_EXP_DIFF
 from hwgen.hif4 import HiF4DotUnit
+from hwgen.mxfp4 import term_specs as mxfp4_terms
 from hwgen.nvfp4 import term_specs as nvfp4_terms
 from sim.dot import NAN_WORD
-from sim.stimulus.accum import CLASSES, AccumSteps, Term, accum_steps
+from sim.stimulus.accum import CLASSES, PAIR_CLASSES, AccumSteps, Term, accum_steps
 
 SPECS = {
     "hif4": lambda: HiF4DotUnit(residual="none")._terms(),
@@ -25,9 +27,9 @@ SPECS = {
 }
 
 
-def run_rtl(terms, steps, max_exp_diff=None):
+def run_rtl(terms, steps, max_exp_diff=None, pair_window=PAIR_WINDOW):
     """Words of :class:`BoundedAdd` for ``steps`` (:class:`sim.stimulus.accum.AccumSteps`)."""
-    dut = BoundedAdd(terms, max_exp_diff)
+    dut = BoundedAdd(terms, max_exp_diff, pair_window)
     words = steps.pack((f.offset, f.width) for _, f in accum_layout(terms))
     out = []
 
@@ -60,8 +62,8 @@ def test_window_geometry():
     assert hif4.accum.window == 279
     nv = BoundedSpec(SPECS["nvfp4"]())
     assert nv.window == nv.term.sig_bits + 1
-    with pytest.raises(ValueError, match="one-term steps"):
-        BoundedSpec(HiF4DotUnit(residual="2:4")._terms())
+    with pytest.raises(ValueError, match="steps of one or two terms"):
+        BoundedSpec(mxfp4_terms("dense"))
 
 
 @pytest.mark.parametrize("name", sorted(SPECS))
@@ -91,8 +93,8 @@ SPECS2 = {
 def test_preadd_geometry():
     b = BoundedSpec(SPECS2["hif4_r24"](), HIF4_MAX_EXP_DIFF)
     assert b.term.sig_bits == 23 + 63 + 1 and b.window == 88
-    with pytest.raises(ValueError, match="no max_exp_diff"):
-        BoundedSpec(SPECS2["hif4_r24"]())
+    with pytest.raises(ValueError, match="steps of one or two terms"):
+        BoundedSpec(mxfp4_terms("2:4"))
     with pytest.raises(ValueError, match="max_exp_diff must be"):
         BoundedSpec(SPECS2["hif4_r24"](), 200)
 
@@ -137,3 +139,48 @@ def test_subnormal_accumulator_beside_the_term():
     steps = AccumSteps((t,), acc[ok], sig[:, None], exp[ok][:, None], np.zeros(k, bool),
                        np.zeros(k, bool), np.zeros(k, np.uint8))
     check(terms, steps)
+
+
+# ---------------------------------------------------------------------------------------
+# Two independent terms paired: MXFP4's blocks (exponent fields anywhere in 0..508)
+
+def test_pair_geometry():
+    """MXFP4: a 51-bit pair window; the loop adds one 53-bit term in a 54-bit window
+    instead of the full window's 525 bits."""
+    b = BoundedSpec(mxfp4_terms("none"))
+    assert (b.pair_window, b.term.sig_bits, b.window) == (PAIR_WINDOW, 53, 54)
+    assert b.accum.window == 525
+    assert b.describe()["pair_window_bits"] == PAIR_WINDOW
+    with pytest.raises(ValueError, match="at most 24 significand bits"):
+        BoundedSpec([TermSpec("a", 25, 9, 256), TermSpec("b", 14, 9, 256)])
+    with pytest.raises(ValueError, match="pair_window must be"):
+        BoundedSpec(mxfp4_terms("none"), pair_window=14)
+
+
+def test_paired_bounded_add_equals_golden():
+    terms = mxfp4_terms("none")
+    steps = accum_steps(terms, 2000, 20)
+    want = check(terms, steps)
+    assert (want == NAN_WORD).any() and (want == 0).any()
+    assert all(steps.counts().get(c, 0) > 50 for c in PAIR_CLASSES)
+
+
+@pytest.mark.slow
+def test_paired_bounded_add_equals_golden_long():
+    """40,000 more steps."""
+    terms = mxfp4_terms("none")
+    check(terms, accum_steps(terms, 40_000, 120))
+
+
+def test_pair_window_is_tight():
+    """The default pair window gets the pair_tight steps right; one bit narrower gets every
+    one of them wrong (a tie to even instead of the exact sum's rounding)."""
+    terms = mxfp4_terms("none")
+    steps = accum_steps(terms, 2000, 22)
+    tight = steps.kind == CLASSES.index("pair_tight")
+    steps = AccumSteps(steps.terms, *(getattr(steps, f)[tight] for f in
+                                      ("acc", "sig", "exp", "nan", "first", "kind")))
+    assert len(steps) > 50
+    want = check(terms, steps)
+    narrow = run_rtl(terms, steps, pair_window=PAIR_WINDOW - 1)
+    assert (narrow != want).all()

@@ -4,9 +4,11 @@ stimulus (:func:`sim.stimulus.accum.accum_steps`).
 The default suite checks the stimulus itself, with the exact oracles of ``conftest``: the
 fields stay in range, two-term steps respect ``max_exp_diff``, every class is drawn and
 does what it claims (exact zeros, midpoints decided by the residual, cancelling residuals,
-opposite signs, leading ones one place apart, specials), and the benchmark refuses bad
+opposite signs, leading ones one place apart, specials, and for MXFP4's independent pair
+an accumulator cancelling the higher term and the steps a 50-bit pair window gets wrong),
+and the benchmark refuses bad
 arguments in one line. The Verilator run of 20,000 steps per unit is ``slow`` (about a
-minute for the four builds, seconds once cached).
+minute for the five builds, seconds once cached).
 """
 
 import subprocess
@@ -19,8 +21,9 @@ import pytest
 from conftest import NAN_WORD, PINF, rne_f32, word_value
 
 from hwgen.hif4 import MAX_TERM_EXP_DIFF, HiF4DotUnit
+from hwgen.mxfp4 import term_specs as mxfp4_terms
 from hwgen.nvfp4 import term_specs as nvfp4_terms
-from sim.stimulus.accum import CLASSES, TWO_TERM_CLASSES, accum_steps
+from sim.stimulus.accum import CLASSES, PAIR_CLASSES, TWO_TERM_CLASSES, accum_steps
 
 REPO = Path(__file__).resolve().parents[1]
 BENCH = REPO / "benchmarks" / "accum_equivalence.py"
@@ -29,6 +32,7 @@ UNITS = {
     "hif4_24": lambda: (HiF4DotUnit(residual="2:4").terms, MAX_TERM_EXP_DIFF),
     "hif4_dense": lambda: (HiF4DotUnit(residual="dense").terms, MAX_TERM_EXP_DIFF),
     "nvfp4": lambda: (nvfp4_terms(), None),
+    "mxfp4": lambda: (mxfp4_terms("none"), None),
 }
 TINY = Fraction(1, 1 << 400)            # below every step's lowest bit
 
@@ -59,14 +63,16 @@ def _of(st, name):
 def test_fields_and_classes(unit):
     terms, st = _steps(unit)
     two = len(terms) == 2
+    pair = two and UNITS[unit]()[1] is None
     for j, t in enumerate(terms):
         assert ((st.exp[:, j] >= 0) & (st.exp[:, j] <= t.top_exp)).all()
         half = 1 << (t.sig_bits - 1)
         assert ((st.sig[:, j] >= -half) & (st.sig[:, j] < half)).all()
-    if two:
+    if two and not pair:
         assert (np.abs(st.exp[:, 0] - st.exp[:, 1]) <= MAX_TERM_EXP_DIFF).all()
     drawn = set(st.counts())
-    assert drawn == {c for c in CLASSES if two or c not in TWO_TERM_CLASSES}
+    assert drawn == {c for c in CLASSES if (two or c not in TWO_TERM_CLASSES)
+                     and (pair or c not in PAIR_CLASSES)}
     assert min(st.counts().values()) > 200
     again = accum_steps(terms, 20_000, seed=7, max_exp_diff=UNITS[unit]()[1])
     assert (again.acc == st.acc).all() and (again.sig == st.sig).all()
@@ -83,7 +89,10 @@ def test_adversarial_classes_hit(unit):
     zt = _of(st, "zero_tiny")
     on_zero = (st.acc[zt] & 0x7FFFFFFF) == 0
     assert (g[zt[~on_zero]] == 0).all() and (~on_zero).sum() > 100
-    assert ((g[zt[on_zero]] & 0x7FFFFFFF) != 0).sum() > 100
+    if min(t.bias for t in terms) > 150 + 24:       # MXFP4: its lowest units underflow
+        assert (g[zt[on_zero]] == 0x80000000).sum() > 100   # a nonzero sum keeps its sign
+    else:
+        assert ((g[zt[on_zero]] & 0x7FFFFFFF) != 0).sum() > 100
     # tie: acc + main exactly halfway between two words, a residual or main's lowest bit
     # deciding; or main halfway itself, a smaller acc deciding.
     mids = decided = 0
@@ -115,10 +124,12 @@ def test_adversarial_classes_hit(unit):
         exact += s == 0
         near += 0 < abs(s) <= 3 * unit_
     assert exact > 50 and near > 50
-    # res_far: exponent fields exactly max_exp_diff apart, either way round.
+    # res_far: exponent fields exactly max_exp_diff apart (independent terms: the whole
+    # field), either way round.
     far = _of(st, "res_far")
     d = st.exp[far, 0] - st.exp[far, 1]
-    assert (np.abs(d) == MAX_TERM_EXP_DIFF).all() and (d < 0).any() and (d > 0).any()
+    D = UNITS[unit]()[1] or max(t.top_exp for t in terms)
+    assert (np.abs(d) == D).all() and (d < 0).any() and (d > 0).any()
     # opposite: terms of opposite signs, some far below the accumulator.
     opp = _of(st, "opposite")
     s1, s2 = st.sig[opp, 0], st.sig[opp, 1]
@@ -126,10 +137,31 @@ def test_adversarial_classes_hit(unit):
     below = sum(abs(_value(st, i, 0) + _value(st, i, 1))
                 < Fraction(2) ** (int(st.acc[i] >> 23 & 0xFF) - 150) for i in opp[:200])
     assert below > 50
+    if UNITS[unit]()[1] is not None:
+        return
+    # pair_edge: acc exactly -hi in some steps (the sum is lo), lo up to 80 places below.
+    edge = _of(st, "pair_edge")
+    cancel = 0
+    for i in edge[:300]:
+        t0, t1 = _value(st, i, 0), _value(st, i, 1)
+        hi, lo = (t0, t1) if abs(t0) >= abs(t1) else (t1, t0)
+        cancel += word_value(st.acc[i]) + hi == 0 and lo != 0
+        assert abs(lo) <= abs(hi)
+    assert cancel > 50
+    # pair_tight: jamming lo at 2**(ph - 49) (a 50-bit pair window) lands on a midpoint
+    # and rounds differently from the exact sum.
+    for i in _of(st, "pair_tight")[:200]:
+        t0, t1 = _value(st, i, 0), _value(st, i, 1)
+        hi, lo = (t0, t1) if abs(t0) >= abs(t1) else (t1, t0)
+        u = abs(hi) / 2 ** 49
+        assert abs(lo) % u and (abs(lo) // (2 * u)) * 2 * u + u > abs(lo) - 2 * u
+        jam = (abs(lo) // (2 * u) * 2 + 1) * u * (1 if lo > 0 else -1)
+        a = word_value(st.acc[i])
+        assert rne_f32(a + hi + lo) == g[i] != rne_f32(a + hi + jam)
 
 
 def test_bad_arguments_one_line():
-    for args in (["--unit", "mxfp4"], ["--steps", "0"], ["--steps", "x"]):
+    for args in (["--unit", "mxfp4_24"], ["--steps", "0"], ["--steps", "x"]):
         proc = subprocess.run([sys.executable, str(BENCH), *args], capture_output=True,
                               text=True, cwd=REPO)
         assert proc.returncode == 2, proc.stderr

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from conftest import CI_CONFIGS, CI_IDS
 
-from hif4spec import STAGES, units_of_kind
+from hif4spec import STAGES, accums_of, units_of_kind
 from sim.bench.runner import verify
 from sim.stimulus import named_cases, payload_offsets, random_stream
 
@@ -26,6 +26,7 @@ def test_configs_cover_every_pair_stage_count_and_back_end():
     assert {s for _, _, s, _, _ in CI_CONFIGS} == set(STAGES)
     backends = {(u.name, a) for u in units_of_kind("dot") for a in u.accums}
     assert {(u, a) for u, _, _, _, a in CI_CONFIGS} == backends
+    assert all(a in accums_of(u, r) for u, r, _, _, a in CI_CONFIGS)
 
 
 @pytest.mark.parametrize("unit, residual, stages, lanes, accum", CI_CONFIGS, ids=CI_IDS)

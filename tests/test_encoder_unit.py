@@ -15,9 +15,9 @@
 import numpy as np
 import pytest
 
-from hif4spec import (DEFAULTS, LANES, STAGES, all_configs, module_name, output_fields,
-                      parse_module_name, payload_fields, standard_set, unit_spec,
-                      units_of_kind)
+from hif4spec import (DEFAULTS, LANES, STAGES, accums_of, all_configs, module_name,
+                      output_fields, parse_module_name, payload_fields, standard_set,
+                      unit_spec, units_of_kind)
 
 ENCODERS = ("hif4_quant", "mxfp4_quant", "nvfp4_quant")
 
@@ -30,13 +30,13 @@ def test_registry_kinds_and_names():
     assert module_name("hif4", "2:4", 3, 64) == "hif4_dot_r24_s3_l64"
     assert module_name("hif4", "2:4", 3, 64, "bounded") == "hif4_dot_r24_s3_l64_bnd"
     for cfg in all_configs():
-        for accum in unit_spec(cfg[0]).accums or ("window",):
+        for accum in accums_of(cfg[0], cfg[1]) or ("window",):
             assert parse_module_name(module_name(*cfg, accum)) == (*cfg, accum)
     assert parse_module_name("hif4_dot_r24_s3_l64_window") is None
     assert len(all_configs("encoder")) == 7 * len(STAGES) * len(LANES)
     std = [(u, p["residual"]) for u, p in standard_set()]
-    assert len(std) == 13
-    assert std[8:] == [("hif4_quant", "none"), ("hif4_quant", "2:4"), ("mxfp4_quant", "none"),
+    assert len(std) == 14
+    assert std[9:] == [("hif4_quant", "none"), ("hif4_quant", "2:4"), ("mxfp4_quant", "none"),
                        ("mxfp4_quant", "2:4"), ("nvfp4_quant", "none")]
     with pytest.raises(ValueError, match="kind"):
         units_of_kind("decoder")

@@ -398,7 +398,7 @@ def energy_rows(units, residuals, stimuli=STIMULI, *, stages=None, lanes=None, a
     if not wanted:
         raise LookupError("no configuration left: no unit given accepts the residual modes "
                           "given")
-    chosen = [est.select_manifest(manifests, u, r, stages, lanes, est.accum_for(u, accum),
+    chosen = [est.select_manifest(manifests, u, r, stages, lanes, est.accum_for(u, accum, r),
                                   where=rtl_dir) for u, r in wanted]
     todo = {m["module"]: (v, m) for v, m in chosen}
     bases = {}
@@ -409,7 +409,7 @@ def energy_rows(units, residuals, stimuli=STIMULI, *, stages=None, lanes=None, a
             if key not in bases:
                 try:
                     bases[key] = est.select_manifest(manifests, name, "none", *key[1:],
-                                                     est.accum_for(name, accum))
+                                                     est.accum_for(name, accum, "none"))
                 except LookupError:
                     bases[key] = None
             if bases[key] is not None:

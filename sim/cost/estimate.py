@@ -82,12 +82,12 @@ def select_manifest(manifests, unit, residual=None, stages=None, lanes=None, acc
                       f"pick one with {pick}")
 
 
-def accum_for(unit, accum):
-    """The back end to select for ``unit`` when ``accum`` is asked for: ``accum`` if the
-    unit has it, else None (the default)."""
+def accum_for(unit, accum, residual=None):
+    """The back end to select for ``unit`` (with ``residual``, when given) when ``accum``
+    is asked for: ``accum`` if the unit has it, else None (the default)."""
     from hif4spec import accums_of
 
-    return accum if accum in accums_of(unit) else None
+    return accum if accum in accums_of(unit, residual) else None
 
 
 def _param(manifest, key):
@@ -133,7 +133,8 @@ def estimate_rows(units, residuals, *, stages=None, lanes=None, accum=None,
         accepts = "; ".join(f"{u} accepts {', '.join(residuals_of(u))}" for u in units)
         raise LookupError(f"no configuration left: residual {', '.join(residuals)} is not a "
                           f"mode of the units given ({accepts})")
-    chosen = [select_manifest(manifests, u, r, stages, lanes, accum_for(u, accum), where=rtl_dir)
+    chosen = [select_manifest(manifests, u, r, stages, lanes, accum_for(u, accum, r),
+                               where=rtl_dir)
               for u, r in wanted]
     base_units = ("mxfp4", "nvfp4")
 
@@ -149,7 +150,7 @@ def estimate_rows(units, residuals, *, stages=None, lanes=None, accum=None,
             if key not in bases:
                 try:
                     bases[key] = select_manifest(manifests, name, "none", *key[1:],
-                                                 accum_for(name, accum))
+                                                 accum_for(name, accum, "none"))
                 except LookupError:
                     bases[key] = None
     todo = {m["module"]: (v, m) for v, m in chosen}

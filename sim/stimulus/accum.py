@@ -5,7 +5,8 @@ back ends (:class:`hwgen.accum.ExactAdd`, :class:`hwgen.accum_bounded.BoundedAdd
 into ``RNE_FP32(acc + sum of terms)`` with spec section 7's special cases, and
 :meth:`AccumSteps.golden` gives that word from :func:`sim.dot.accumulate`. With two terms
 (HiF4's main and residual) the second term's exponent field is always within
-``max_exp_diff`` of the first's, as the front end guarantees.
+``max_exp_diff`` of the first's, as the front end guarantees; two independent terms
+(MXFP4's blocks, no ``max_exp_diff``) take any fields.
 
 :func:`accum_steps` draws the steps in NumPy (a million in seconds), each from one of the
 :data:`CLASSES`; a step whose class cannot be built for the drawn values (a term grid that
@@ -35,6 +36,12 @@ res_far        exponent fields ``max_exp_diff`` apart, ``acc`` cancelling the hi
 opposite       two terms of opposite signs, far below a large ``acc`` (two terms)
 zero_tiny      the terms cancel ``acc`` to +0 exactly, then one to three steps of a few units
                at the lowest exponents on ``acc = +-0``
+pair_edge      (independent terms) ``acc`` exactly ``-hi`` (the higher term) or a few ulps off
+               it, and the lower term 0 to 80 places below hi (a fifth of the time up to 400)
+pair_tight     (independent terms) hi ``+-2**ph``, ``acc + hi = +-2**(ph - 24)``, and the
+               lower term of the other sign, its leading one at ``2**(ph - 49)`` and bits down
+               to ``2**(ph - 47 - S)``: the exact sum just inside a midpoint, which a
+               pair window of 50 bits would jam it onto
 =============  ================================================================================
 
 With two terms, ``random`` and ``special`` steps draw a random residual; the other classes
@@ -48,12 +55,15 @@ import numpy as np
 
 from sim.dot import accumulate
 
-__all__ = ["CLASSES", "TWO_TERM_CLASSES", "Term", "AccumSteps", "accum_steps"]
+__all__ = ["CLASSES", "TWO_TERM_CLASSES", "PAIR_CLASSES", "Term", "AccumSteps",
+           "accum_steps"]
 
 CLASSES = ("random", "cancel", "near", "half_ulp", "subnormal", "zero", "special", "d1", "tie",
-           "res_cancel", "res_far", "opposite", "zero_tiny")
+           "res_cancel", "res_far", "opposite", "zero_tiny", "pair_edge", "pair_tight")
 #: The classes drawn only for two-term steps.
 TWO_TERM_CLASSES = ("res_cancel", "res_far", "opposite")
+#: The classes drawn only for two independent terms.
+PAIR_CLASSES = ("pair_edge", "pair_tight")
 _K = {name: i for i, name in enumerate(CLASSES)}
 #: Relative draw weights of the slots (every other class 1; a zero_tiny slot is 2-4 steps).
 _WEIGHT = {"random": 2, "zero_tiny": 1 / 3}
@@ -141,12 +151,12 @@ class AccumSteps:
 
 def accum_steps(terms, n, seed, max_exp_diff=None):
     """``n`` random and adversarial steps (:class:`AccumSteps`) of one term, or of two whose
-    exponent fields differ by at most ``max_exp_diff``; the same ``seed`` gives the same
-    steps."""
+    exponent fields differ by at most ``max_exp_diff`` (None: independent terms); the same
+    ``seed`` gives the same steps."""
     terms = tuple(Term.of(t) for t in terms)
     if len(terms) == 2:
-        if max_exp_diff is None or max_exp_diff < 0:
-            raise ValueError("Two-term steps need max_exp_diff >= 0")
+        if max_exp_diff is not None and max_exp_diff < 0:
+            raise ValueError("Two-term steps need max_exp_diff >= 0, or None")
         if terms[0].bias != terms[1].bias:
             raise ValueError("The two terms must share the exponent bias")
     elif len(terms) != 1:
@@ -228,7 +238,11 @@ class _Draw:
     def __init__(self, terms, n, rng, max_exp_diff):
         self.terms, self.rng, self.D = terms, rng, max_exp_diff
         self.two = len(terms) == 2
-        names = [c for c in CLASSES if self.two or c not in TWO_TERM_CLASSES]
+        self.pair = self.two and max_exp_diff is None
+        if self.pair:
+            self.D = max(t.top_exp for t in terms)
+        names = [c for c in CLASSES if (self.two or c not in TWO_TERM_CLASSES)
+                 and (self.pair or c not in PAIR_CLASSES)]
         w = np.array([_WEIGHT.get(c, 1) for c in names], dtype=np.float64)
         # Slots of one step, or of a zero_tiny chain of 2-4 steps, laid out back to back.
         slots = np.array([_K[c] for c in names])[rng.choice(len(names), n, p=w / w.sum())]
@@ -294,8 +308,8 @@ class _Draw:
         idx = np.flatnonzero(self.kind == _K["special"])
         self.exp[idx, 1] = _between(self.rng, lo[idx], hi[idx])
         idx = np.flatnonzero(np.isin(self.kind, [_K[c] for c in CLASSES if c not in
-                                                 TWO_TERM_CLASSES + ("random", "special",
-                                                                     "zero_tiny")]))
+                                                 TWO_TERM_CLASSES + PAIR_CLASSES
+                                                 + ("random", "special", "zero_tiny")]))
         self.exp[idx, 1] = lo[idx]
         self.sig[idx, 1] = np.where(self.rng.random(idx.size) < 0.5, 0, self._tiny(idx.size))
         # tie: only a residual below half the accumulator's ulp decides the midpoint.
@@ -528,6 +542,48 @@ class _Draw:
         ea = np.clip(e1 - t0.bias + 150 + _bitlen(s1) + rng.integers(-24, 41, m), 1, 254)
         self.acc[idx] = ((ea << 23) | rng.integers(0, 1 << 23, m)
                          | (rng.integers(0, 2, m) << 31)).astype(np.uint32)
+
+    # -- independent-pair classes ----------------------------------------------------
+
+    def _pair_edge(self, idx):
+        rng, m, t = self.rng, idx.size, self.terms[0]
+        hs = self._sigs(m, t.sig_bits)
+        hs = np.where(hs == 0, 1, hs)
+        # hi's leading one from 2**-100 to 2**120 (its FP32 word normal), where the grid allows
+        he = np.clip(rng.integers(-100, 121, m) - _bitlen(hs) + 1 + t.bias, 0, t.top_exp)
+        w, exact = _exact_f32(-_value(hs, he, t.bias))
+        off = rng.integers(-3, 4, m) * (rng.random(m) < 0.7)
+        acc = (w.astype(np.int64) + off) & 0xFFFFFFFF
+        ls = self._sigs(m, t.sig_bits)
+        gap = np.where(rng.random(m) < 0.8, rng.integers(0, 81, m), rng.integers(0, 401, m))
+        le = he + _bitlen(hs) - _bitlen(ls) - gap
+        ok = exact & (le >= 0) & (le <= t.top_exp) & ((acc >> 23) & 0xFF != 0xFF)
+        self._set_pair(idx, ok, acc, hs, he, ls, le)
+
+    def _pair_tight(self, idx):
+        rng, m, t = self.rng, idx.size, self.terms[0]
+        S = t.sig_bits
+        ph = rng.integers(-100, 121, m)
+        neg = rng.integers(0, 2, m)
+        sgn = np.where(neg == 1, -1, 1)
+        acc = ((ph - 1 + 127) << 23) | ((1 << 23) - 1) | ((1 - neg) << 31)
+        hs, he = sgn * (np.int64(1) << (S - 2)), ph - (S - 2) + t.bias
+        ls = -sgn * ((np.int64(1) << (S - 2)) + rng.integers(1, np.int64(1) << (S - 2), m))
+        le = ph - 49 - (S - 2) + t.bias
+        ok = (S >= 4) & (he >= 0) & (he <= t.top_exp) & (le >= 0) & (le <= t.top_exp)
+        self._set_pair(idx, ok, acc, hs, he, ls, le)
+
+    def _set_pair(self, idx, ok, acc, hs, he, ls, le):
+        """hi and lo into either term (at random), where ``ok``."""
+        swap = self.rng.random(idx.size) < 0.5
+        for j, (s, e) in enumerate(((hs, he), (ls, le))):
+            col = np.where(swap, 1 - j, j)
+            for c in (0, 1):
+                put = ok & (col == c)
+                self.sig[idx[put], c] = s[put]
+                self.exp[idx[put], c] = e[put]
+        self.acc[idx[ok]] = acc[ok].astype(np.uint32)
+        self._fail(idx, ok)
 
     # -- chains ----------------------------------------------------------------------
 
