@@ -22,10 +22,11 @@ def test_rtl_out_holds_the_standard_set():
     assert sorted(m["module"] for _, m in found) == sorted(
         [f"{u}{'' if u.endswith('_quant') else '_dot'}_{'rnone' if r == 'none' else 'r24'}"
          "_s3_l64" for u, r in STANDARD]
-        + ["hif4_dot_rnone_s3_l64_bnd", "hif4_dot_r24_s3_l64_bnd", "nvfp4_dot_rnone_s3_l64_bnd"])
+        + ["hif4_dot_rnone_s3_l64_bnd", "hif4_dot_r24_s3_l64_bnd", "mxfp4_dot_rnone_s3_l64_bnd",
+           "nvfp4_dot_rnone_s3_l64_bnd"])
     for u, r in STANDARD:
         assert select_manifest(found, u, r)[1]["parameters"].get("accum", "window") == "window"
-        if (u, r) in (("hif4", "none"), ("hif4", "2:4"), ("nvfp4", "none")):
+        if (u, r) in (("hif4", "none"), ("hif4", "2:4"), ("mxfp4", "none"), ("nvfp4", "none")):
             assert select_manifest(found, u, r, accum="bounded")[1]["module"].endswith("_bnd")
 
 
