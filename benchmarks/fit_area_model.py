@@ -11,6 +11,8 @@ Usage::
     python benchmarks/fit_area_model.py --check     # only compare, write nothing
     python benchmarks/fit_area_model.py --families maxtree,e2m1rnd
                                                     # fit only these families, keep the rest
+    python benchmarks/fit_area_model.py --bounded   # only remeasure the bounded back end's
+                                                    # block calibration, keep the rest
 
 1. Every primitive of :data:`sim.cost.primitives.DEFAULT_GRID` is synthesized with the issue-5
    flow (cached under ``build/synth``) and one linear formula per family
@@ -25,6 +27,9 @@ Usage::
    (:func:`calibrate_units`; the encoders get none), and one for the term shifters of single-stage units on the
    single-stage entries with 16 and 32 lanes (:func:`calibrate_comb_align`); every other
    entry is held out, among them every single-stage unit with 64 lanes.
+   The accumulator's blocks are calibrated by synthesizing reference adders, not units:
+   the full window's align and round (:func:`calibrate_accumulator`) and the bounded back
+   end's decode, align, addsub, round and pair (:func:`calibrate_bounded`).
 4. The model is compared with every entry of the table and the worst relative error is
    printed, overall and on the held-out entries (the bar is 10%).
 """
@@ -110,6 +115,46 @@ def calibrate_accumulator(families):
                      "primitives_nand2": round(blocks[name], 1),
                      "source": f"hwgen.accum.Accumulator, one 24-bit term, window "
                                f"{acc.spec.window} bits, hierarchical synthesis"}
+    return out
+
+
+#: The reference steps of the bounded back end's calibration: one synthetic term (the
+#: window back end's reference), and two independent synthetic terms for the pair. Neither
+#: is a unit's own geometry.
+BOUNDED_REFS = {"one": [("t0", 24, 8, 110)], "pair": [("p0", 12, 8, 140), ("p1", 12, 8, 140)]}
+
+
+def calibrate_bounded(families):
+    """Synthesize two reference bounded adders (``BOUNDED_REFS``) hierarchically and
+    record, per sub-block (``accum.decode``, ``accum.align``, ``accum.addsub``,
+    ``accum.round`` from the one-term reference, ``accum.pair`` from the paired one), the
+    ratio of its synthesized area to the sum of its primitive costs: the bounded
+    counterpart of :func:`calibrate_accumulator`, whose factors (fitted on a 320-bit
+    window) do not describe a 27-to-88-bit one."""
+    from amaranth.back import verilog
+
+    from hwgen.accum import TermSpec
+    from hwgen.accum_bounded import BoundedAdd
+    from hwgen.parts import entries
+
+    out = {}
+    for ref, terms in BOUNDED_REFS.items():
+        add = BoundedAdd([TermSpec(*t) for t in terms])
+        top = f"calib_bnd_{ref}"
+        text = verilog.convert(add, name=top, emit_src=False)
+        res = synth.synthesize_text(text, top, hierarchical=True)
+        blocks = {}
+        structure = {"unit": top, "structure": entries("accum", add.parts())}
+        for comp in area_model.unit_inventory(structure):
+            blocks[comp.block] = blocks.get(comp.block, 0.0) + comp.cost({"families": families})
+        subs = ("pair",) if ref == "pair" else ("decode", "align", "addsub", "round")
+        for sub in subs:
+            value = res.modules[f"{top}.{sub}"]["nand2"]
+            name = f"accum.{sub}"
+            out[name] = {"factor": round(value / blocks[name], 4), "synth_nand2": value,
+                         "primitives_nand2": round(blocks[name], 1),
+                         "source": f"hwgen.accum_bounded.BoundedAdd, terms {terms}, window "
+                                   f"{add.bspec.window} bits, hierarchical synthesis"}
     return out
 
 
@@ -245,6 +290,9 @@ def main(argv=None):
                     help="fit only these primitive families (a family added to the model) and "
                          "merge them into sim/area_coeffs.json; every other coefficient, the "
                          "accumulator calibration and the unit factors stay as they are")
+    ap.add_argument("--bounded", action="store_true",
+                    help="only remeasure the bounded back end's block calibration (two "
+                         "reference adders, seconds) and merge it into sim/area_coeffs.json")
     ap.add_argument("--plot", metavar="FILE.png",
                     help="draw the model against synthesis for every configuration")
     ap.add_argument("--backend", choices=synth.BACKENDS, default=None,
@@ -275,7 +323,14 @@ def main(argv=None):
                                    timeout=args.timeout, checkpoint=args.checkpoint)
         except synth.SynthError as exc:
             print(f"warning: {exc}", file=sys.stderr)
-    if args.families and not args.check:
+    if args.bounded and not args.check:
+        coeffs = json.loads(area_model.COEFFS_PATH.read_text())
+        coeffs["calibration_bounded"] = calibrate_bounded(coeffs["families"])
+        area_model.COEFFS_PATH.write_text(json.dumps(coeffs, indent=1, sort_keys=True) + "\n")
+        area_model._load.cache_clear()
+        for name, info in coeffs["calibration_bounded"].items():
+            print(f"  {name} (bounded): synthesized / primitives = {info['factor']}")
+    elif args.families and not args.check:
         names = args.families.split(",")
         unknown = [n for n in names if n not in primitives.DEFAULT_GRID]
         if unknown:
@@ -290,7 +345,8 @@ def main(argv=None):
     elif not args.check:
         families = fit_primitives()
         coeffs = {"flow": synth.FLOW, "unit": "NAND2 equivalents (CMOS transistors / 4)",
-                  "families": families, "calibration": calibrate_accumulator(families)}
+                  "families": families, "calibration": calibrate_accumulator(families),
+                  "calibration_bounded": calibrate_bounded(families)}
         coeffs["units"] = calibrate_units(coeffs)
         area_model.COEFFS_PATH.write_text(json.dumps(coeffs, indent=1, sort_keys=True) + "\n")
         area_model._load.cache_clear()
@@ -299,6 +355,8 @@ def main(argv=None):
             print(f"  {fam:6s} {info['max_rel_error']:6.1%}  coeffs {info['coeffs']}")
         for name, info in coeffs["calibration"].items():
             print(f"  {name}: synthesized / primitives = {info['factor']}")
+        for name, info in coeffs["calibration_bounded"].items():
+            print(f"  {name} (bounded): synthesized / primitives = {info['factor']}")
         for unit, info in coeffs["units"].items():
             print(f"  {unit}: front end x {info['front']}, rest x {info['rest']} (fitted on "
                   f"{len(info['fitted_on'])} stage-{CALIBRATION_STAGES} configurations, "

@@ -16,7 +16,9 @@ fitted (``benchmarks/fit_area_model.py``) from the synthesized areas of the prim
 
 Calibrations measured by synthesis sit on top of the primitive costs, kept in the same
 file: the accumulator's align and round blocks carry the ratio of a hierarchical synthesis
-of the accumulator to its primitive sum (``calibration``), and every unit carries two
+of the accumulator to its primitive sum (``calibration``; for the bounded back end, whose
+blocks are narrower and differently shaped, ``calibration_bounded``, measured the same way
+on two reference bounded adders), and every unit carries two
 factors (``units``), one for its front end and one for the rest (accumulator and pipeline
 registers), fitted on that unit's stage-3 configurations only. They stand for what
 primitives synthesized one by one do not see in the flattened unit: logic optimized across
@@ -171,7 +173,7 @@ def is_front_block(block):
     return not block.startswith(("pipe.", "accum."))
 
 
-def _estimate(components, coeffs=None, unit=None):
+def _estimate(components, coeffs=None, unit=None, accum="window"):
     coeffs = coeffs or load_coeffs()
     unit_calib = coeffs.get("units", {}).get(unit) or {}
     blocks = {}
@@ -183,7 +185,7 @@ def _estimate(components, coeffs=None, unit=None):
         blocks[comp.block] = blocks.get(comp.block, 0.0) + cost
         if comp.family in ("reg", "regp", "rege"):
             ffs += int(comp.count * comp.params[0])
-    calib = coeffs.get("calibration", {})
+    calib = coeffs.get("calibration_bounded" if accum == "bounded" else "calibration", {})
     blocks = {k: v * calib.get(k, {}).get("factor", 1.0) for k, v in sorted(blocks.items())}
     if unit_calib:
         blocks = {k: v * unit_calib["front" if is_front_block(k) else "rest"]
@@ -196,7 +198,8 @@ def estimate_manifest(manifest, coeffs=None):
     ``<module>.json``) describes."""
     if not isinstance(manifest, dict):
         manifest = json.loads(Path(manifest).read_text())
-    return _estimate(unit_inventory(manifest), coeffs, manifest["unit"])
+    return _estimate(unit_inventory(manifest), coeffs, manifest["unit"],
+                     manifest.get("parameters", {}).get("accum", "window"))
 
 
 def estimate_unit(unit, residual=None, stages=None, lanes=None, coeffs=None, accum=None):
