@@ -244,7 +244,8 @@ def calibrate_comb_align(coeffs, tab=None):
 
 
 def plot_model_vs_synth(path):
-    """Scatter of model against synthesis for every table entry, with the 10% band."""
+    """Scatter of model against synthesis for every table entry (the bounded back end's
+    apart), with the 10% band."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -253,8 +254,11 @@ def plot_model_vs_synth(path):
     rows = table.model_vs_synth()
     fig, ax = plt.subplots(figsize=(6, 5))
     for unit, color in (("hif4", "tab:blue"), ("mxfp4", "tab:red"), ("nvfp4", "tab:green")):
-        for fit, marker, label in ((True, "o", "fitted on"), (False, "x", "held out")):
-            pts = [(r[2] / 1e3, r[3] / 1e3) for r in rows if r[1] == unit and r[5] == fit]
+        for fit, bnd, marker, label in ((True, False, "o", "fitted on"),
+                                        (False, False, "x", "held out"),
+                                        (False, True, "^", "bounded, held out")):
+            pts = [(r[2] / 1e3, r[3] / 1e3) for r in rows if r[1] == unit and r[5] == fit
+                   and r[0].endswith("_bnd") == bnd]
             if pts:
                 ax.scatter(*zip(*pts), c=color, marker=marker, s=28,
                            label=f"{unit} ({label}, {len(pts)})")

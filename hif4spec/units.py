@@ -57,8 +57,9 @@ class UnitSpec:
     (``hif4 generate --all``, at the default stages and lanes), ``kind`` one of ``KINDS``
     and ``accums`` the accumulator back ends of a dot unit (``ACCUMS``; none for an
     encoder); ``accum_limits`` narrows a back end to some residual modes, as
-    ``((back end, residual modes), ...)`` (:func:`accums_of`). An encoder's residual mode is the residual step it emits beside the operand
-    step (the one the dot unit of its format takes).
+    ``((back end, residual modes), ...)`` (:func:`accums_of`). An encoder's residual mode
+    is the residual step it emits beside the operand step (the one the dot unit of its
+    format takes).
     """
 
     name: str

@@ -5,8 +5,10 @@ It keeps the contract of :class:`hwgen.accum.ExactAdd` bit for bit (spec section
 RNE rounding of the exact value, gradual underflow, overflow to +-Inf, +0 for an exact
 zero, a nonzero value that rounds to zero keeps its sign, Inf and NaN rules, ``first``),
 for a step of one term (HiF4 without a residual; NVFP4, whose four blocks are pre-added
-into one term) or of two terms pre-added into one (HiF4 with a residual, below). Why a window of ``N = max(27, M + 1)`` bits is exact, with ``M``
-the wider of the two significands (24 for the accumulator, ``sig_bits`` for the term):
+into one term), of two terms pre-added into one (HiF4 with a residual, below) or of two
+independent terms joined into one (MXFP4, :class:`JamPair`). Why a window of
+``N = max(27, M + 1)`` bits is exact, with ``M`` the wider of the two significands (24 for
+the accumulator, ``sig_bits`` for the term):
 
 * Each operand has a top place at the top of ``M`` bits: the term normalized (its leading
   one there), the accumulator in its word's alignment (its hidden-bit place there, so a
@@ -18,10 +20,10 @@ the wider of the two significands (24 for the accumulator, ``sig_bits`` for the 
 * Near case, ``d <= 1``: small's lowest bit is at ``N - M - d >= 0``, nothing falls out,
   the sum is exact. (Only here can the operands cancel to zero or by more than one bit.)
 * Far case, ``d >= 2``, big normalized: ``|big| >= 2**pb`` and ``|small| < 2**(pb - 1)``,
-  so the exact sum has its leading one at ``pb - 1`` or above. Its rounding boundaries (the FP32 values and
-  midpoints near it) are multiples of ``2**(pb - 25)``, or of ``2**-150`` when it is
-  subnormal, and both lie at window bit 1 or above (``N >= 27``; a subnormal result has
-  ``pb <= -126``). Big is a multiple of bit 1's weight; small's value below bit 1 is a
+  so the exact sum has its leading one at ``pb - 1`` or above. Its rounding boundaries
+  (the FP32 values and midpoints near it) are multiples of ``2**(pb - 25)``, or of
+  ``2**-150`` when it is subnormal, and both lie at window bit 1 or above (``N >= 27``; a
+  subnormal result has ``pb <= -126``). Big is a multiple of bit 1's weight; small's value below bit 1 is a
   remainder ``rem`` in ``[0, 2)`` units of bit 0 that the jam bit replaces by 0 when
   ``rem = 0`` and by 1 otherwise. The exact and the jammed sums therefore lie in the same
   open interval between two multiples of bit 1's weight (or are equal), which holds no
@@ -574,8 +576,8 @@ class BoundedAdd(wiring.Component):
         b = self._b
         out = []
         if b.pair_window is not None:
-            out = (within("pair", probe(JamPair(b)).parts())
-                   + within("bypass", [Part("cmp", (32,)), Part("mux", (2, b.sig + b.exp_bits + 2))]))
+            bypass = [Part("cmp", (32,)), Part("mux", (2, b.sig + b.exp_bits + 2))]
+            out = within("pair", probe(JamPair(b)).parts()) + within("bypass", bypass)
         elif len(b.accum.terms) == 2:
             out = within("preadd", probe(PreAdd(b)).parts())
         return (out + within("decode", probe(Decode(b)).parts())
