@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 install: $(STAMP)
 
 demo: $(STAMP)
-	@echo "make demo: generate the standard set (under a minute), verify each unit (a first"
+	@echo "make demo: generate the standard set (about a minute), verify each unit (a first"
 	@echo "  run builds each with Verilator, 40-70 s apiece), compare areas (seconds); every"
 	@echo "  phase prints its expected time before it starts"
 	$(BIN)/hif4 demo

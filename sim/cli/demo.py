@@ -63,7 +63,7 @@ def run(args):
     configs = standard_set()
     started = time.monotonic()
     _step(f"hif4 generate --all --out {args.out}",
-          f"expected: 10-60 s ({len(configs)} units from the Amaranth generators)")
+          f"expected: 10-90 s ({len(configs)} units from the Amaranth generators)")
     if main(["generate", "--all", "--out", args.out]):
         return 1
     if not args.no_verify:
