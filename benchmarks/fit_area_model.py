@@ -86,6 +86,29 @@ def fit_primitives(grid=None):
     return families
 
 
+def _block_factors(block, top, subs, families, source):
+    """Synthesize the Amaranth ``block`` (top module ``top``) hierarchically and return,
+    per ``(name, module)`` of ``subs``, the ratio of the submodule's synthesized area to the
+    primitive cost of the ``accum.<name>`` entries of ``block.parts()``."""
+    from amaranth.back import verilog
+
+    from hwgen.parts import entries
+
+    text = verilog.convert(block, name=top, emit_src=False)
+    res = synth.synthesize_text(text, top, hierarchical=True)
+    blocks = {}
+    structure = {"unit": top, "structure": entries("accum", block.parts())}
+    for comp in area_model.unit_inventory(structure):
+        blocks[comp.block] = blocks.get(comp.block, 0.0) + comp.cost({"families": families})
+    out = {}
+    for name, module in subs:
+        value = res.modules[f"{top}.{module}"]["nand2"]
+        key = f"accum.{name}"
+        out[key] = {"factor": round(value / blocks[key], 4), "synth_nand2": value,
+                    "primitives_nand2": round(blocks[key], 1), "source": source}
+    return out
+
+
 def calibrate_accumulator(families):
     """Synthesize the shared FP32 accumulator once (hierarchically) and record, per sub-block
     (``accum.align``, ``accum.round``), the ratio of its synthesized area to the sum of its
@@ -93,29 +116,12 @@ def calibrate_accumulator(families):
     rounding logic are wider and more irregular (clamped shifts, exponent logic, special
     cases) than any primitive, so this one measurement anchors them.
     """
-    from amaranth.back import verilog
-
     from hwgen.accum import Accumulator, TermSpec
-    from hwgen.parts import entries
 
-    terms = [TermSpec("t0", 24, 8, 110)]
-    acc = Accumulator(terms)
-    text = verilog.convert(acc, name="calib_acc", emit_src=False)
-    res = synth.synthesize_text(text, "calib_acc", hierarchical=True)
-    measured = {"accum.align": res.modules["calib_acc.add.align"]["nand2"],
-                "accum.round": res.modules["calib_acc.add.round"]["nand2"]}
-    coeffs = {"families": families}
-    blocks = {}
-    structure = {"unit": "calib_acc", "structure": entries("accum", acc.parts())}
-    for comp in area_model.unit_inventory(structure):
-        blocks[comp.block] = blocks.get(comp.block, 0.0) + comp.cost(coeffs)
-    out = {}
-    for name, value in measured.items():
-        out[name] = {"factor": round(value / blocks[name], 4), "synth_nand2": value,
-                     "primitives_nand2": round(blocks[name], 1),
-                     "source": f"hwgen.accum.Accumulator, one 24-bit term, window "
-                               f"{acc.spec.window} bits, hierarchical synthesis"}
-    return out
+    acc = Accumulator([TermSpec("t0", 24, 8, 110)])
+    return _block_factors(acc, "calib_acc", [("align", "add.align"), ("round", "add.round")],
+                          families, f"hwgen.accum.Accumulator, one 24-bit term, window "
+                                    f"{acc.spec.window} bits, hierarchical synthesis")
 
 
 #: The reference steps of the bounded back end's calibration: one synthetic term (the
@@ -131,30 +137,17 @@ def calibrate_bounded(families):
     ratio of its synthesized area to the sum of its primitive costs: the bounded
     counterpart of :func:`calibrate_accumulator`, whose factors (fitted on a 320-bit
     window) do not describe a 27-to-88-bit one."""
-    from amaranth.back import verilog
-
     from hwgen.accum import TermSpec
     from hwgen.accum_bounded import BoundedAdd
-    from hwgen.parts import entries
 
     out = {}
     for ref, terms in BOUNDED_REFS.items():
         add = BoundedAdd([TermSpec(*t) for t in terms])
-        top = f"calib_bnd_{ref}"
-        text = verilog.convert(add, name=top, emit_src=False)
-        res = synth.synthesize_text(text, top, hierarchical=True)
-        blocks = {}
-        structure = {"unit": top, "structure": entries("accum", add.parts())}
-        for comp in area_model.unit_inventory(structure):
-            blocks[comp.block] = blocks.get(comp.block, 0.0) + comp.cost({"families": families})
         subs = ("pair",) if ref == "pair" else ("decode", "align", "addsub", "round")
-        for sub in subs:
-            value = res.modules[f"{top}.{sub}"]["nand2"]
-            name = f"accum.{sub}"
-            out[name] = {"factor": round(value / blocks[name], 4), "synth_nand2": value,
-                         "primitives_nand2": round(blocks[name], 1),
-                         "source": f"hwgen.accum_bounded.BoundedAdd, terms {terms}, window "
-                                   f"{add.bspec.window} bits, hierarchical synthesis"}
+        out.update(_block_factors(
+            add, f"calib_bnd_{ref}", [(sub, sub) for sub in subs], families,
+            f"hwgen.accum_bounded.BoundedAdd, terms {terms}, window {add.bspec.window} bits, "
+            f"hierarchical synthesis"))
     return out
 
 

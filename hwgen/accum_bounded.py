@@ -23,10 +23,10 @@ the accumulator, ``sig_bits`` for the term):
   so the exact sum has its leading one at ``pb - 1`` or above. Its rounding boundaries
   (the FP32 values and midpoints near it) are multiples of ``2**(pb - 25)``, or of
   ``2**-150`` when it is subnormal, and both lie at window bit 1 or above (``N >= 27``; a
-  subnormal result has ``pb <= -126``). Big is a multiple of bit 1's weight; small's value below bit 1 is a
-  remainder ``rem`` in ``[0, 2)`` units of bit 0 that the jam bit replaces by 0 when
-  ``rem = 0`` and by 1 otherwise. The exact and the jammed sums therefore lie in the same
-  open interval between two multiples of bit 1's weight (or are equal), which holds no
+  subnormal result has ``pb <= -126``). Big is a multiple of bit 1's weight; small's value
+  below bit 1 is a remainder ``rem`` in ``[0, 2)`` units of bit 0 that the jam bit replaces
+  by 0 when ``rem = 0`` and by 1 otherwise. The exact and the jammed sums therefore lie in
+  the same open interval between two multiples of bit 1's weight (or are equal), which holds no
   rounding boundary and no power of two: both round to the same word, and their leading
   ones are at the same place. (27 is the least such N: with 26 the guard bit of a
   result just below ``2**pb`` is the jam bit, and ties go wrong; the tests catch it.)
