@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from .steps import operand_layout, residual_layout
 
-__all__ = ["RESIDUAL_MODES", "RESIDUAL_TAGS", "ACCUMS", "ACCUM_TAGS", "STAGES", "LANES",
+__all__ = ["RESIDUAL_MODES", "RESIDUAL_TAGS", "ACCUMS", "EXACT_ACCUMS", "ACCUM_TAGS",
+           "TRUNC_BITS", "STAGES", "LANES",
            "DEFAULTS", "KINDS",
            "UnitSpec", "UNITS", "unit_spec", "units_of_kind", "check_params", "resolve",
            "module_name", "parse_module_name", "payload_fields", "output_fields",
@@ -29,10 +30,18 @@ RESIDUAL_TAGS = {"none": "rnone", "2:4": "r24", "dense": "rdense"}
 #: ``"window"`` adds every step into a fixed-point window holding every bit of every term
 #: (:mod:`hwgen.accum`, the reference); ``"bounded"`` adds in a window a little wider than
 #: one term, after pre-adding terms that share a scale or pairing two independent ones
-#: (:mod:`hwgen.accum_bounded`).
-ACCUMS = ("window", "bounded")
+#: (:mod:`hwgen.accum_bounded`); ``"trunc"`` is *not* exact: it aligns every operand to the
+#: largest one, truncates below ``TRUNC_BITS`` extra bits and truncates the sum to FP32,
+#: the way published measurements describe tensor cores (:mod:`hwgen.accum_trunc`,
+#: ``docs/accumulator.md``), for comparison.
+ACCUMS = ("window", "bounded", "trunc")
+#: The back ends that keep spec section 7 bit for bit (the standard set has these).
+EXACT_ACCUMS = ACCUMS[:2]
 #: Back end -> the suffix it adds to module names.
-ACCUM_TAGS = {"window": "", "bounded": "_bnd"}
+ACCUM_TAGS = {"window": "", "bounded": "_bnd", "trunc": "_trc"}
+#: Bits the truncating back end keeps below an FP32 significand's 24, counted from the
+#: largest operand's leading one.
+TRUNC_BITS = 3
 #: Pipeline register counts every unit accepts (``stages``).
 STAGES = (1, 2, 3, 4)
 #: Elements per cycle every unit accepts (``lanes``); a step is 64 elements.
@@ -227,6 +236,8 @@ def all_configs(kind=None):
 def standard_set(kind=None):
     """``[(unit, {"residual", "stages", "lanes"[, "accum"]}), ...]`` of ``hif4 generate
     --all`` (every kind), or of the units of ``kind``: each unit's standard residual modes
-    at the default stages and lanes, a dot unit's with each of its accumulator back ends."""
+    at the default stages and lanes, a dot unit's with each of its exact accumulator back
+    ends (``EXACT_ACCUMS``)."""
     return [(u.name, resolve(u.name, residual=r, accum=a)) for u in _units(kind)
-            for r in u.standard for a in (accums_of(u.name, r) or (None,))]
+            for r in u.standard
+            for a in ([a for a in accums_of(u.name, r) if a in EXACT_ACCUMS] or (None,))]

@@ -487,7 +487,9 @@ class AddSub(wiring.Component):
 
 
 class RoundAt(wiring.Component):
-    """``RNE_FP32(+-mag * 2**base)``: normalization, subnormals, overflow to +-Inf.
+    """``RNE_FP32(+-mag * 2**base)``: normalization, subnormals, overflow to +-Inf; with
+    ``rz``, rounded toward zero instead (no increment; a magnitude past the largest finite
+    FP32 still gives +-Inf, which :class:`hwgen.accum_trunc.TruncAdd` replaces).
 
     Members
     -------
@@ -498,8 +500,8 @@ class RoundAt(wiring.Component):
         +0 for a zero ``mag``; a nonzero value that rounds to zero keeps its sign.
     """
 
-    def __init__(self, width, exp_bits):
-        self._w, self._e = width, exp_bits
+    def __init__(self, width, exp_bits, rz=False):
+        self._w, self._e, self._rz = width, exp_bits, rz
         super().__init__({"mag": In(width), "neg": In(1), "base": In(signed(exp_bits)),
                           "word": Out(32)})
 
@@ -528,6 +530,8 @@ class RoundAt(wiring.Component):
         else:                                   # narrow inputs: pad below
             full = Cat(Const(0, 25 - W), norm)
             mant, guard, sticky = full[1:], full[0], below
+        if self._rz:
+            guard = Const(0, 1)
         exp_pre = Signal(signed(E + 2))         # biased exponent of the top bit
         m.d.comb += exp_pre.eq(self.base + (W - 1) + 127 - shift)
         round_to_word(m, mant, guard, sticky, exp_pre, self.mag == 0, self.neg, self.word)
@@ -538,8 +542,9 @@ class RoundAt(wiring.Component):
         RNE increment, the exponent adds and the word's three 32-bit choices
         (:mod:`hwgen.parts`)."""
         W, E = self._w, self._e
-        return [Part("norm", (W,)), Part("shr", (W, W + 3)), Part("add", (25,)),
-                Part("add", (E + 2,), 3), Part("mux", (2, 32), 3)]
+        return [Part("norm", (W,)), Part("shr", (W, W + 3))] \
+            + ([] if self._rz else [Part("add", (25,))]) \
+            + [Part("add", (E + 2,), 3), Part("mux", (2, 32), 3)]
 
 
 class BoundedAdd(wiring.Component):

@@ -4,14 +4,16 @@
 loop for a back end name: ``"window"``, :class:`hwgen.accum.ExactAdd` (every bit of every
 term in one fixed-point window, the reference) or ``"bounded"``,
 :class:`hwgen.accum_bounded.BoundedAdd` (a window a little wider than one term; two terms
-whose exponents differ by at most a known bound are pre-added). Both keep spec section 7
-bit for bit.
+whose exponents differ by at most a known bound are pre-added), both keeping spec section
+7 bit for bit, or ``"trunc"``, :class:`hwgen.accum_trunc.TruncAdd` (aligned to the largest
+operand and truncated, for comparison; not exact).
 """
 
 from hif4spec import ACCUMS
 
 from .accum import AccumSpec, ExactAdd
 from .accum_bounded import BoundedAdd
+from .accum_trunc import TruncAdd
 
 __all__ = ["make_adder"]
 
@@ -19,6 +21,7 @@ _ADDERS = {
     "window": lambda terms, max_exp_diff: ExactAdd(AccumSpec(terms)),
     "bounded": lambda terms, max_exp_diff: BoundedAdd(
         terms, max_exp_diff if len(terms) == 2 else None),
+    "trunc": lambda terms, max_exp_diff: TruncAdd(terms),
 }
 assert tuple(_ADDERS) == ACCUMS
 

@@ -173,6 +173,10 @@ def is_front_block(block):
     return not block.startswith(("pipe.", "accum."))
 
 
+#: Accumulator back end -> the calibration of its blocks in the coefficients file.
+_CALIBRATION = {"window": "calibration", "bounded": "calibration_bounded"}
+
+
 def _estimate(components, coeffs=None, unit=None, accum="window"):
     coeffs = coeffs or load_coeffs()
     unit_calib = coeffs.get("units", {}).get(unit) or {}
@@ -185,7 +189,8 @@ def _estimate(components, coeffs=None, unit=None, accum="window"):
         blocks[comp.block] = blocks.get(comp.block, 0.0) + cost
         if comp.family in ("reg", "regp", "rege"):
             ffs += int(comp.count * comp.params[0])
-    calib = coeffs.get("calibration_bounded" if accum == "bounded" else "calibration", {})
+    # The truncating back end has no calibration of its own: its blocks count at 1.0.
+    calib = coeffs.get(_CALIBRATION.get(accum, ""), {})
     blocks = {k: v * calib.get(k, {}).get("factor", 1.0) for k, v in sorted(blocks.items())}
     if unit_calib:
         blocks = {k: v * unit_calib["front" if is_front_block(k) else "rest"]

@@ -16,7 +16,9 @@ lowest term bit up to the highest). Block product sums are integers below 2**17,
 float32/float64 arithmetic; nothing with a fraction is ever summed in floating point, so main
 and residual scales any number of binades apart and total cancellation are handled exactly.
 Long accumulator chains of :func:`run_steps` are finished step by step on Python ints
-(:func:`_round_terms_scalar`, the kernel's independent twin).
+(:func:`_round_terms_scalar`, the kernel's independent twin). :func:`accumulate_trunc` is
+the truncating accumulator of ``--accum trunc`` (not spec section 7; for comparison), which
+:func:`run_steps` and :func:`gemm` take with ``accum="trunc"``.
 :func:`run_steps` evaluates the accumulator chain of a stream of steps; :func:`gemm` the same
 for every (row, column) pair of two packed matrices, vectorized over rows and columns.
 
@@ -35,7 +37,8 @@ take "2:4" for "hif4-2:4" and "dense" for "hif4".
 
 import numpy as np
 
-from hif4spec import FORMATS, RESIDUAL_MODES, STEP_LAYOUTS, residual_layout, units_of_kind
+from hif4spec import (ACCUMS, FORMATS, RESIDUAL_MODES, STEP_LAYOUTS, TRUNC_BITS,
+                      residual_layout, units_of_kind)
 
 from .formats import packing
 from .formats.codecs import int_decode, int_grid
@@ -48,6 +51,7 @@ __all__ = [
     "step_value",
     "round_terms",
     "accumulate",
+    "accumulate_trunc",
     "run_steps",
     "pack_step",
     "unpack_step",
@@ -181,14 +185,19 @@ def _round_cols(Ps, Es, C):
     return out
 
 
+def _bit_length(V):
+    """``int.bit_length`` of every element of an int64 array ``V >= 0``."""
+    bl = np.frexp(V.astype(np.float64))[1].astype(np.int64)
+    return np.where((V >> np.maximum(bl - 1, 0)) == 0, bl - 1, bl)    # float rounded up
+
+
 def _round_mag(V, vbase, sticky, neg, nonzero):
     """FP32 words of (-1)**neg * (V + sticky * eps) * 2**vbase, V < 2**62 an int64 >= 0.
 
     ``sticky`` says that nonzero bits lie below V's bit 0 (the exact value is a little
     above V * 2**vbase); ``nonzero`` rows with V == 0 do not occur (a zero sum is +0).
     """
-    bl = np.frexp(V.astype(np.float64))[1].astype(np.int64)
-    bl = np.where((V >> np.maximum(bl - 1, 0)) == 0, bl - 1, bl)    # float rounded up
+    bl = _bit_length(V)
     msb = vbase + bl - 1
     r = np.maximum(msb - 23, -149)
     shift = r - vbase
@@ -342,6 +351,149 @@ def _accumulate_scalar(acc, terms, nan):
 
 
 # ---------------------------------------------------------------------------------------
+# The truncating accumulator: an option for comparison, not spec section 7
+#
+# Every nonzero operand of a step (the accumulator and each term) has a top place: a term's
+# leading one, the accumulator's hidden-bit place (its word's alignment, -126 when
+# subnormal). With m the highest of them and lam = m - 23 - extra_bits, each operand is
+# truncated toward zero to a multiple of 2**lam, the truncated operands are added exactly,
+# and the sum is rounded toward zero to FP32 (gradual underflow; a magnitude past the
+# largest finite one gives it, 0x7F7FFFFF with the sign; an exact zero gives +0, a nonzero
+# sum that truncates to zero keeps its sign). NaN and Inf follow spec section 7.
+#
+# The terms are those the unit's front end hands to its accumulator: one per block with its
+# own scale (HiF4: the block, and the residual block; MXFP4: two blocks, and two residual
+# blocks), except NVFP4, whose front end adds its four blocks exactly into one term first
+# (their UE4M3 scales span few binades): there the step value is one operand
+# (``TRUNC_PRESUM``).
+
+#: Formats whose units add a step's terms exactly into one before the accumulator.
+TRUNC_PRESUM = ("nvfp4",)
+
+_NO_TOP = -(1 << 40)            # the top place of a zero operand: below every real one
+
+
+def _check_extra_bits(extra_bits):
+    if isinstance(extra_bits, bool) or not isinstance(extra_bits, int) \
+            or not 0 <= extra_bits <= 30:
+        raise ValueError(f"extra_bits must be an integer from 0 to 30, not {extra_bits!r}")
+
+
+def _rz_words(S, lam):
+    """FP32 words of ``S * 2**lam`` rounded toward zero (``S`` int64, ``|S| < 2**62``)."""
+    V = np.abs(S)
+    bl = _bit_length(V)
+    top = lam + bl - 1
+    sh = bl - 24
+    mant = np.where(sh >= 0, V >> np.clip(sh, 0, 63), V << np.clip(-sh, 0, 63))
+    biased = top + 127
+    normal = np.where(biased >= 255, 0x7F7FFFFF, (biased << 23) | (mant & 0x7FFFFF))
+    k = lam + 149                       # a subnormal: S * 2**lam in units of 2**-149
+    sub = np.where(k >= 0, V << np.clip(k, 0, 63), V >> np.clip(-k, 0, 63))
+    word = np.where(top >= -126, normal, sub)
+    word = np.where(S < 0, word | (1 << 31), word)
+    return np.where(S == 0, 0, word).astype(np.uint32)
+
+
+def accumulate_trunc(acc, P, E, nan, extra_bits=TRUNC_BITS):
+    """One step of the truncating accumulator (``hif4spec.ACCUMS`` ``"trunc"``) for many
+    units: the arguments and result of :func:`accumulate`, but the sum is the truncated one
+    described above (``extra_bits`` below the largest operand's 24, 0 to 30), not
+    ``RNE_FP32(acc + v)``."""
+    _check_extra_bits(extra_bits)
+    acc = np.asarray(acc, dtype=np.uint32)
+    sig, exp = _f32_terms(acc)
+    if isinstance(P, (list, tuple)):
+        Ps, Es = [sig] + list(P), [exp] + list(E)
+    else:
+        Ps = [sig] + list(np.asarray(P, dtype=np.int64).T)
+        Es = [exp] + list(np.asarray(E, dtype=np.int64).T)
+    Es = [np.asarray(e, dtype=np.int64) for e in Es]
+    tops = [np.where(sig != 0, exp + 23, _NO_TOP)]
+    tops += [np.where(p != 0, e + _bit_length(np.abs(p)) - 1, _NO_TOP)
+             for p, e in zip(Ps[1:], Es[1:])]
+    lam = np.maximum.reduce(tops) - 23 - extra_bits
+    S = np.zeros(len(acc), dtype=np.int64)
+    for p, e in zip(Ps, Es):
+        d = lam - e
+        mag = np.abs(p)
+        kept = np.where(d >= 0, mag >> np.clip(d, 0, 63), mag << np.clip(-d, 0, 63))
+        S += np.where(p < 0, -kept, kept)
+    out = _rz_words(S, lam)
+    mag = acc & 0x7FFFFFFF
+    out = np.where(mag == 0x7F800000, acc, out)
+    out = np.where((mag > 0x7F800000) | np.asarray(nan, dtype=bool), NAN_WORD, out)
+    return out.astype(np.uint32)
+
+
+def _accumulate_trunc_scalar(acc, terms, nan, extra_bits=TRUNC_BITS):
+    """Scalar twin of :func:`accumulate_trunc` on Python ints: terms = [(P, e), ...]."""
+    mag = acc & 0x7FFFFFFF
+    if nan or mag > 0x7F800000:
+        return NAN_WORD
+    if mag == 0x7F800000:
+        return acc
+    ops = [(p, e, e + abs(p).bit_length() - 1) for p, e in terms if p]
+    if mag:
+        biased = mag >> 23
+        sig, exp = (mag, -149) if biased == 0 else ((mag & 0x7FFFFF) | 0x800000, biased - 150)
+        ops.append((-sig if acc >> 31 else sig, exp, exp + 23))
+    if not ops:
+        return 0
+    lam = max(top for _, _, top in ops) - 23 - extra_bits
+    s = 0
+    for p, e, _ in ops:
+        kept = abs(p) << (e - lam) if e >= lam else abs(p) >> (lam - e)
+        s += -kept if p < 0 else kept
+    if s == 0:
+        return 0
+    sign = 1 << 31 if s < 0 else 0
+    s = abs(s)
+    top = lam + s.bit_length() - 1
+    if top < -126:
+        return sign | (s << (lam + 149) if lam >= -149 else s >> (-149 - lam))
+    if top + 127 >= 255:
+        return sign | 0x7F7FFFFF
+    sh = s.bit_length() - 24
+    mant = s >> sh if sh >= 0 else s << -sh
+    return sign | ((top + 127) << 23) | (mant & 0x7FFFFF)
+
+
+def _presum(P, E):
+    """The exact sum of a step's terms as one term, ``([P], [E])`` (columns (C,)): the
+    terms must lie within 62 bits of each other (NVFP4's do)."""
+    if not isinstance(P, (list, tuple)):
+        P, E = list(np.asarray(P, dtype=np.int64).T), list(np.asarray(E, dtype=np.int64).T)
+    nz = [p != 0 for p in P]
+    base = np.minimum.reduce([np.where(z, e, 1 << 40) for z, e in zip(nz, E)])
+    base = np.where(base == 1 << 40, 0, base)
+    total = sum(np.where(z, p << np.where(z, e - base, 0), 0) for p, z, e in zip(P, nz, E))
+    return [total], [base]
+
+
+def _presum_scalar(terms):
+    """:func:`_presum` of one step's ``[(P, e), ...]`` on Python ints."""
+    base = min((e for p, e in terms if p), default=0)
+    return [(sum(p << (e - base) for p, e in terms if p), base)]
+
+
+def _steppers(accum, extra_bits, fmt=None):
+    """``(vectorized, scalar)`` step functions of back end ``accum`` (``ACCUMS``) for the
+    units of ``fmt``."""
+    if accum not in ACCUMS:
+        raise ValueError(f"accum must be one of {', '.join(ACCUMS)}, not {accum!r}")
+    if accum != "trunc":
+        return accumulate, _accumulate_scalar
+    _check_extra_bits(extra_bits)
+    if fmt in TRUNC_PRESUM:
+        return (lambda acc, P, E, nan: accumulate_trunc(acc, *_presum(P, E), nan, extra_bits),
+                lambda acc, terms, nan: _accumulate_trunc_scalar(acc, _presum_scalar(terms),
+                                                                 nan, extra_bits))
+    return (lambda acc, P, E, nan: accumulate_trunc(acc, P, E, nan, extra_bits),
+            lambda acc, terms, nan: _accumulate_trunc_scalar(acc, terms, nan, extra_bits))
+
+
+# ---------------------------------------------------------------------------------------
 # Exact step terms
 
 
@@ -477,7 +629,8 @@ def step_value(fmt, a, w, r=None, residual="none"):
 # Streams of steps
 
 
-def run_steps(fmt, a, w, first, last=None, r=None, residual="none"):
+def run_steps(fmt, a, w, first, last=None, r=None, residual="none", accum="window",
+              extra_bits=TRUNC_BITS):
     """The FP32 accumulator word after every step of a stream.
 
     Parameters
@@ -491,12 +644,17 @@ def run_steps(fmt, a, w, first, last=None, r=None, residual="none"):
         Where the unit emits; it does not change the accumulator (accepted for symmetry).
     r : dict of arrays, optional
         Residual step fields for ``residual`` "2:4" (HiF4 packed 2:4) or "dense".
+    accum : str
+        The accumulator back end (``hif4spec.ACCUMS``): the exact ones give the same words;
+        ``"trunc"`` those of :func:`accumulate_trunc` with ``extra_bits`` (on the terms
+        its unit adds: ``TRUNC_PRESUM``).
 
     Returns
     -------
     uint32 array (S,)
         The accumulator after each step (the unit emits the words where ``last`` is set).
     """
+    steppers = _steppers(accum, extra_bits, fmt)
     _check_fmt(fmt, residual)
     a, S = packing.check_steps(STEP_LAYOUTS[fmt], a, fmt, "a")
     w, Sw = packing.check_steps(STEP_LAYOUTS[fmt], w, fmt, "w")
@@ -515,14 +673,14 @@ def run_steps(fmt, a, w, first, last=None, r=None, residual="none"):
     if last is not None and np.asarray(last).reshape(-1).shape != (S,):
         raise ValueError(f"last must have shape ({S},)")
     P, E, nan = step_terms(fmt, a, w, r, residual)
-    return _chain(P, E, nan, first)
+    return _chain(P, E, nan, first, *steppers)
 
 
 #: Below this many chains still running, the rest of a stream is evaluated step by step.
 _VECTOR_MIN = 48
 
 
-def _chain(P, E, nan, first):
+def _chain(P, E, nan, first, step=accumulate, step_scalar=_accumulate_scalar):
     S = P.shape[0]
     out = np.zeros(S, dtype=np.uint32)
     if S == 0:
@@ -538,7 +696,7 @@ def _chain(P, E, nan, first):
     while p < len(counts) and counts[p] >= _VECTOR_MIN:
         sel = order[bounds[p]:bounds[p + 1]]
         acc = out[sel - 1] if p else np.zeros(len(sel), dtype=np.uint32)
-        out[sel] = accumulate(acc, P[sel], E[sel], nan[sel])
+        out[sel] = step(acc, P[sel], E[sel], nan[sel])
         p += 1
     if p < len(counts):
         rest = np.sort(order[bounds[p]:])
@@ -550,7 +708,7 @@ def _chain(P, E, nan, first):
                 acc = int(prev[k]) if p else 0
             else:
                 acc = vals[i - 1]
-            vals[i] = _accumulate_scalar(acc, list(zip(Pl[k], El[k])), nl[k])
+            vals[i] = step_scalar(acc, list(zip(Pl[k], El[k])), nl[k])
         out[rest] = [vals[i] for i in rest.tolist()]
     return out
 
@@ -666,7 +824,8 @@ def _block_sums(x, y):
     return np.einsum("in,jn->ij", x.astype(np.float32), y, optimize=False).astype(np.int64)
 
 
-def gemm(a_qt, w_qt, r=None, *, scaled=False, row_chunk=None, backend="numpy", device=None):
+def gemm(a_qt, w_qt, r=None, *, scaled=False, row_chunk=None, backend="numpy", device=None,
+         accum="window", extra_bits=TRUNC_BITS):
     """The FP32 words the unit emits for every (row of A, row of W) pair.
 
     Parameters
@@ -689,11 +848,18 @@ def gemm(a_qt, w_qt, r=None, *, scaled=False, row_chunk=None, backend="numpy", d
         the same words from batched float matmuls (needs torch, imported only then).
     device : torch.device or str, optional
         Where the torch backend runs (default CPU).
+    accum : str
+        The units' accumulator back end (``hif4spec.ACCUMS``): the exact ones give the same
+        words; ``"trunc"`` (numpy backend only) those of :func:`accumulate_trunc` with
+        ``extra_bits`` (on the terms its unit adds: ``TRUNC_PRESUM``).
 
     Returns
     -------
     uint32 array (M, N)
     """
+    step = _steppers(accum, extra_bits, a_qt.fmt)[0]
+    if backend == "torch" and accum == "trunc":
+        raise ValueError("the truncating accumulator runs on the numpy backend only")
     if backend == "torch":
         from .gemm_torch import gemm_torch
 
@@ -741,7 +907,7 @@ def gemm(a_qt, w_qt, r=None, *, scaled=False, row_chunk=None, backend="numpy", d
             P = [p.reshape(-1) for p in Pl]
             E = [np.broadcast_to(e, (mc, N)).reshape(-1) for e in El]
             nan = np.broadcast_to(nan, (mc, N)).reshape(-1)
-            acc = accumulate(acc, P, E, nan)
+            acc = step(acc, P, E, nan)
         out[ms] = acc.reshape(mc, N)
     if scaled and fmt == "nvfp4":
         out = scale_result(out, a_qt.fields["tensor_scale"], w_qt.fields["tensor_scale"])

@@ -6,7 +6,7 @@ comparison with each accumulator back end. The subcommands it calls are recorded
 import shutil
 
 import sim.cli
-from hif4spec import ACCUMS, module_name, resolve, standard_set
+from hif4spec import EXACT_ACCUMS, module_name, resolve, standard_set
 from sim.bench.runner import REPO
 
 
@@ -36,4 +36,4 @@ def test_demo_verifies_each_standard_module_once(tmp_path, monkeypatch):
                          opt.get("--accum"))
         verified.append(module_name(unit, **params))
     assert sorted(verified) == sorted(module_name(u, **p) for u, p in standard_set())
-    assert [a[a.index("--accum") + 1] for a in calls if a[0] == "estimate"] == list(ACCUMS)
+    assert [a[a.index("--accum") + 1] for a in calls if a[0] == "estimate"] == list(EXACT_ACCUMS)

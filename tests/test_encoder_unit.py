@@ -29,6 +29,7 @@ def test_registry_kinds_and_names():
     assert module_name("hif4_quant", "2:4", 3, 64) == "hif4_quant_r24_s3_l64"
     assert module_name("hif4", "2:4", 3, 64) == "hif4_dot_r24_s3_l64"
     assert module_name("hif4", "2:4", 3, 64, "bounded") == "hif4_dot_r24_s3_l64_bnd"
+    assert module_name("mxfp4", "dense", 3, 64, "trunc") == "mxfp4_dot_rdense_s3_l64_trc"
     for cfg in all_configs():
         for accum in accums_of(cfg[0], cfg[1]) or ("window",):
             assert parse_module_name(module_name(*cfg, accum)) == (*cfg, accum)

@@ -248,8 +248,8 @@ def test_words_other_than_the_golden_models_are_refused(small_unit, monkeypatch)
     net, manifest = small_unit
     golden = sim.stimulus.expected_words
 
-    def off_by_one(*args):
-        words, steps = golden(*args)
+    def off_by_one(*args, **kwargs):
+        words, steps = golden(*args, **kwargs)
         words = words.copy()
         words[-1] ^= 1
         return words, steps

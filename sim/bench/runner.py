@@ -410,7 +410,7 @@ def verify(unit=None, *, residual=None, stages=None, lanes=None, accum=None, vec
     the build; the file written is said on stderr first.
     """
     from hif4spec import module_name, resolve, unit_spec
-    from sim.stimulus import expected_words, pack_payloads
+    from sim.stimulus import expected_words, manifest_accum, pack_payloads
     t0 = time.perf_counter()
     build_root = Path(build_root or REPO / "build")
     if rtl is None:
@@ -456,7 +456,8 @@ def verify(unit=None, *, residual=None, stages=None, lanes=None, accum=None, vec
         steps = [g * n + n - 1 for g in range(len(expected))]
     else:
         payload = pack_payloads(manifest, unit, params["residual"], stream)
-        expected, steps = expected_words(unit, params["residual"], stream)
+        expected, steps = expected_words(unit, params["residual"], stream,
+                                         **manifest_accum(manifest))
     t_stim = time.perf_counter()
     result = run_job(build_dir, module, payload, expected, steps, sim=sim, seed=seed,
                      valid_prob=valid_prob, ready_prob=ready_prob, waves=waves,

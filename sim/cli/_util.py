@@ -10,7 +10,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from hif4spec import (ACCUMS, DEFAULTS, LANES, RESIDUAL_MODES, STAGES, STEP_ELEMS, UNITS,
+from hif4spec import (ACCUMS, DEFAULTS, TRUNC_BITS, LANES, RESIDUAL_MODES, STAGES, STEP_ELEMS, UNITS,
                       check_params, unit_spec, units_of_kind)
 
 __all__ = ["CLIError", "ToolError", "output_option", "check_output_file", "check_output_folder",
@@ -254,8 +254,10 @@ def add_unit_options(parser, *, several=False, rtl=None, unit_default=None, unit
         also = ("; units without it keep the default" if several else "")
         parser.add_argument("--accum", default=None, metavar="{" + ",".join(ACCUMS) + "}",
                             help=f"accumulator back end of a dot unit: window (every bit of "
-                                 f"every term, the reference) or bounded (a window a little "
-                                 f"wider than one term) ({with_accum}{also}; default "
+                                 f"every term, the reference), bounded (a window a little "
+                                 f"wider than one term; both exact) or trunc (aligned to the "
+                                 f"largest operand, {TRUNC_BITS} extra bits, truncated: not "
+                                 f"exact, for comparison) ({with_accum}{also}; default "
                                  f"{DEFAULTS['accum']})")
     if rtl:
         group = parser.add_mutually_exclusive_group()

@@ -214,7 +214,7 @@ def run_streams(netlist, manifest, streams, *, skips=None, engine="numpy", build
     Returns ``[(activity, plan)]`` (:class:`sim.cost.activity.Activity`, the plan of
     :func:`stream_vectors`).
     """
-    from sim.stimulus import expected_words
+    from sim.stimulus import expected_words, manifest_accum
 
     from . import activity as act
 
@@ -224,7 +224,7 @@ def run_streams(netlist, manifest, streams, *, skips=None, engine="numpy", build
     skips = skips or [0] * len(streams)
     runs, checks = [], []
     for stream, skip in zip(streams, skips):
-        expected, _ = expected_words(unit, residual, stream)
+        expected, _ = expected_words(unit, residual, stream, **manifest_accum(manifest))
         values, cycles, plan = stream_vectors(manifest, stream)
         ins = plan["in_cycles"]
         first = int(ins[skip - 1]) + 1 if skip else plan["start"]

@@ -98,7 +98,8 @@ def check_unit(unit, *, residual="none", stages=None, lanes=None, accum=None, st
     """
     from hif4spec import module_name, resolve
     from sim.bench import runner as bench_runner
-    from sim.stimulus import expected_words, pack_payloads, random_stream, short_loops
+    from sim.stimulus import (expected_words, manifest_accum, pack_payloads, random_stream,
+                              short_loops)
     from sim.cyclesim import Stimulus, UnitTiming
 
     params = resolve(unit, residual, stages, lanes, accum)
@@ -121,7 +122,8 @@ def check_unit(unit, *, residual="none", stages=None, lanes=None, accum=None, st
         # short K-loops (1..6 steps) so that outputs, and their ready stalls, are frequent
         stream["first"], stream["last"] = short_loops(steps, rng, max_len=6)
         payload = pack_payloads(manifest, unit, params["residual"], stream)
-        expected, _ = expected_words(unit, params["residual"], stream)
+        expected, _ = expected_words(unit, params["residual"], stream,
+                                     **manifest_accum(manifest))
         last = [bool(x) for x in stream["last"]]
     gaps, ready = random_pattern(steps, rng, p_gap=p_gap, p_stall=p_stall)
     rtl = run_rtl_cycles(verilog, manifest, payload, [steps], [len(expected)], gaps, ready,

@@ -17,11 +17,12 @@ cycle-model checks, built on the step layouts and unit registry of ``hif4spec``.
 from .cases import edge_cases, element_pair_stream, named_cases, scale_pair_stream
 from .checked import checked_cases, e6m2_code
 from .draw import random_fields, random_stream, random_steps
-from .payload import expected_words, pack_payloads, payload_offsets
+from .payload import expected_words, manifest_accum, pack_payloads, payload_offsets
 from .streams import (concat, fields, layouts, loop, loop_flags, scale_code, short_loops, single,
                       stream, take)
 
 __all__ = ["layouts", "scale_code", "fields", "stream", "loop", "single", "loop_flags",
            "short_loops", "concat", "take", "random_fields", "random_steps", "random_stream",
            "checked_cases", "e6m2_code", "named_cases", "edge_cases", "scale_pair_stream",
-           "element_pair_stream", "payload_offsets", "pack_payloads", "expected_words"]
+           "element_pair_stream", "payload_offsets", "pack_payloads", "expected_words",
+           "manifest_accum"]

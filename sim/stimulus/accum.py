@@ -53,7 +53,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim.dot import accumulate
+from hif4spec import TRUNC_BITS
+from sim.dot import accumulate, accumulate_trunc
 
 __all__ = ["CLASSES", "TWO_TERM_CLASSES", "PAIR_CLASSES", "Term", "AccumSteps",
            "accum_steps"]
@@ -120,10 +121,13 @@ class AccumSteps:
     def __len__(self):
         return len(self.acc)
 
-    def golden(self):
-        """The FP32 words of the steps (:func:`sim.dot.accumulate`)."""
+    def golden(self, accum="window", extra_bits=TRUNC_BITS):
+        """The FP32 words of the steps (:func:`sim.dot.accumulate`; for back end ``accum``
+        ``"trunc"``, :func:`sim.dot.accumulate_trunc` with ``extra_bits``)."""
         bias = np.array([t.bias for t in self.terms], dtype=np.int64)
         acc = np.where(self.first, 0, self.acc).astype(np.uint32)
+        if accum == "trunc":
+            return accumulate_trunc(acc, self.sig, self.exp - bias, self.nan, extra_bits)
         return accumulate(acc, self.sig, self.exp - bias, self.nan)
 
     def pack(self, fields):

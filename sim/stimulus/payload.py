@@ -9,13 +9,13 @@ step field sits at the bit positions of its ``hif4spec`` step layout.
 
 import numpy as np
 
-from hif4spec import payload_fields
+from hif4spec import DEFAULTS, EXACT_ACCUMS, TRUNC_BITS, payload_fields
 
 from sim import dot
 
 from .streams import layouts
 
-__all__ = ["payload_offsets", "pack_payloads", "expected_words"]
+__all__ = ["payload_offsets", "pack_payloads", "expected_words", "manifest_accum"]
 
 
 def payload_offsets(unit, residual):
@@ -58,17 +58,27 @@ def pack_payloads(manifest, unit, residual, s):
     return np.packbits(bits, axis=1, bitorder="little")
 
 
-def expected_words(unit, residual, s):
+def manifest_accum(manifest):
+    """``{"accum", "extra_bits"}`` of the dot unit a manifest describes: the keyword
+    arguments of :func:`expected_words` that make its golden words."""
+    acc = [st for st in manifest["timing"]["pipeline"] if st["stage"] == "acc"]
+    return {"accum": manifest["parameters"].get("accum", DEFAULTS["accum"]),
+            "extra_bits": acc[0].get("extra_bits", TRUNC_BITS) if acc else TRUNC_BITS}
+
+
+def expected_words(unit, residual, s, accum="window", extra_bits=TRUNC_BITS):
     """``(words, steps)``: the golden words the unit emits (at the ``last`` steps) and their
-    step indices.
+    step indices, for accumulator back end ``accum`` (the exact ones agree; ``"trunc"``
+    keeps ``extra_bits``).
 
     Where the stream carries hand-derived words (``s["expect"]``) the golden model must give
     them (``AssertionError`` naming the step otherwise), so an RTL checked against these
     words matches both.
     """
     acc = dot.run_steps(unit, s["a"], s["w"], s["first"], s["last"], r=s["r"],
-                        residual=residual)
-    for k, word in s.get("expect", {}).items():
+                        residual=residual, accum=accum, extra_bits=extra_bits)
+    hand = s.get("expect", {}) if accum in EXACT_ACCUMS else {}
+    for k, word in hand.items():
         if not s["last"][k]:
             raise ValueError(f"hand-derived word at step {k}, which is not a last step")
         if int(acc[k]) != word:
