@@ -258,3 +258,30 @@ def test_quant_linear_bit_true(fmt, mode):
     assert x.grad is not None
     with pytest.raises(ValueError, match="gemm must be"):
         set_gemm(model, "exact")
+
+
+@pytest.mark.parametrize("fmt,mode", [("hif4", "2:4"), ("nvfp4", None)])
+def test_quant_linear_trunc(fmt, mode):
+    """``gemm="trunc"``: the truncating unit's words (:func:`sim.dot.gemm` with
+    ``accum="trunc"``), which differ from the exact unit's on these operands."""
+    from torch import nn
+
+    from sim.rl.qlinear import Precision, convert_linears, set_gemm, set_mode
+
+    torch.manual_seed(1)
+    model = nn.Sequential(nn.Linear(640, 16, bias=False))
+    convert_linears(model, rollout=Precision(weight=fmt, act=fmt, resq=mode))
+    # Steps many binades apart: the sums need rounding, which truncation does differently.
+    x = torch.randn(4, 640) * 2.0 ** torch.randint(-12, 13, (4, 10)).repeat_interleave(64, 1)
+    set_mode(set_gemm(model, "trunc"), "rollout")
+    with torch.no_grad():
+        y = model(x).numpy().view(np.uint32)
+    x2 = x.numpy()
+    wq = quantize(model[0].weight.detach().numpy(), fmt, axis=1)
+    r = resq(x2, fmt, mode, axis=1) if mode else None
+    aq = r.main if mode else quantize(x2, fmt, axis=1)
+    want = gemm(aq, wq, r, scaled=True, accum="trunc")
+    assert np.array_equal(y, want)
+    assert (want != gemm(aq, wq, r, scaled=True)).any()
+    with pytest.raises(ValueError, match="numpy backend"):
+        gemm(aq, wq, r, accum="trunc", backend="torch")

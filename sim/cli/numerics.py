@@ -37,10 +37,11 @@ def register(subparsers):
     p.add_argument("--sentences", type=int, default=None,
                    help="use only the first N sentences of the fixed set (default: all 32)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
-    p.add_argument("--gemm", choices=("fake", "bit-true"), default="fake",
+    p.add_argument("--gemm", choices=("fake", "bit-true", "trunc"), default="fake",
                    help="forward GEMM of W4A4 layers: fake (torch matmul of fake-quantized "
-                        "operands, default: cheaper) or bit-true (the dot-product unit's "
-                        "float32 results, sim.dot.gemm's torch backend)")
+                        "operands, default: cheaper), bit-true (the dot-product unit's "
+                        "float32 results, sim.dot.gemm's torch backend) or trunc (the same "
+                        "with a truncating accumulator, --accum trunc: numpy, slower)")
     g = p.add_argument_group("smollm2 only")
     g.add_argument("--modes", default=None,
                    help="comma-separated W16A4 (float32 weights) and/or W4A4 (default both)")

@@ -19,7 +19,9 @@ a layer whose weight and activation share one unit format (hif4, mxfp4, nvfp4; w
 hif4 and mxfp4) is the dot-product unit itself: the operands are quantized along K by the
 golden model, and :func:`sim.dot.gemm`'s float32 results (NVFP4: scaled by the two tensor
 scales) are computed by its torch backend (:mod:`sim.gemm_torch`); gradients are the fake
-path's.
+path's. ``gemm="trunc"`` is the same with units whose accumulator truncates
+(``hif4spec.ACCUMS`` ``"trunc"``, :func:`sim.dot.accumulate_trunc`; numpy, slower), to see
+how far such hardware drifts from the exact units.
 """
 
 import dataclasses
@@ -137,7 +139,7 @@ class _BitTrue(torch.autograd.Function):
 
 
 #: Forward GEMMs of a QuantLinear (see the module docstring).
-GEMMS = ("fake", "bit-true")
+GEMMS = ("fake", "bit-true", "trunc")
 #: Formats with a dot-product unit, which the bit-true GEMM needs.
 BIT_TRUE_FORMATS = ("hif4", "mxfp4", "nvfp4")
 _default_gemm = "fake"
@@ -165,7 +167,7 @@ class QuantLinear(nn.Module):
         zero (``zero_main``: in Q(X); ``zero_final``: in the GEMM operand, after ResQ).
     stats : dict
     gemm : str
-        ``"fake"`` or ``"bit-true"`` (the default of :func:`set_gemm` when made).
+        One of :data:`GEMMS` (the default of :func:`set_gemm` when made).
     """
 
     def __init__(self, linear, train=Precision(), rollout=Precision(), layer_type="linear"):
@@ -203,8 +205,9 @@ class QuantLinear(nn.Module):
         return value
 
     def bit_true(self, prec):
-        """Whether the forward GEMM in precision ``prec`` runs on the bit-true unit."""
-        return (self.gemm == "bit-true" and prec.act in BIT_TRUE_FORMATS
+        """Whether the forward GEMM in precision ``prec`` runs on the bit-true unit (exact or
+        truncating)."""
+        return (self.gemm in ("bit-true", "trunc") and prec.act in BIT_TRUE_FORMATS
                 and prec.weight == prec.act and not (prec.resq and prec.act == "nvfp4"))
 
     def unit_gemm(self, x2, prec):
@@ -223,6 +226,17 @@ class QuantLinear(nn.Module):
             r = resq(xn, fmt, mode, axis=1, **opts)
             aq = r.main
         w = self.weight
+        if self.gemm == "trunc":
+            from sim.dot import bits_f32, gemm
+
+            key = ("trunc", fmt, tuple(sorted(opts.items())))
+            stamp = (w._version, w.data_ptr(), w.dtype, w.device)
+            hit = self._wcache.get(key)
+            if hit is None or hit[0] != stamp:
+                hit = (stamp, quantize(to_numpy(w.detach()), fmt, axis=1, **opts))
+                self._wcache[key] = hit
+            y = bits_f32(gemm(aq, hit[1], r, scaled=True, accum="trunc"))
+            return torch.from_numpy(y).to(device=x2.device, dtype=x2.dtype)
         key = ("unit", fmt, tuple(sorted(opts.items())), r is not None)
         stamp = (w._version, w.data_ptr(), w.dtype, w.device)
         hit = self._wcache.get(key)

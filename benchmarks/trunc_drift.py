@@ -1,0 +1,166 @@
+"""How far a truncating accumulator drifts from the exact units on real activations: the
+inputs of every Linear of all-MiniLM-L6-v2 (the model of ``hif4 numerics``), quantized with
+the layer's weight in each format, multiplied by the exact unit (:func:`sim.dot.gemm`) and
+by the truncating one (``accum="trunc"``, :func:`sim.dot.accumulate_trunc`), word for word.
+
+Usage::
+
+    python benchmarks/trunc_drift.py [--sentences N] [--formats hif4,mxfp4,nvfp4]
+                                     [--extra-bits 0,3,8] [--resq none,2:4] [--plot FILE.png]
+
+The activations are captured in one fake-quantized rollout pass per format and ResQ mode
+(the layer inputs as the model produces them in that precision); each Linear's GEMM then
+runs through both units (NVFP4: scaled by the two tensor scales, as the GEMM result is).
+Printed per format, ResQ mode and number of extra bits: the output words, how many differ
+from the exact unit's and their share, the distance in FP32 units in the last place (median over
+the differing words, 99th percentile and largest over all), and the relative error
+``(trunc - exact) / |exact|`` (median magnitude and the mean with its sign: truncation
+shrinks sums toward zero). Progress goes to stderr. Needs the ``rl`` extra (torch,
+transformers, the model package).
+"""
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+FORMATS = ("hif4", "mxfp4", "nvfp4")
+
+
+def _ordered(words):
+    """FP32 words as integers in the order of their values (-0 and +0 both 0)."""
+    w = words.astype(np.int64)
+    mag = w & 0x7FFFFFFF
+    return np.where(w >> 31 == 1, -mag, mag)
+
+
+def capture(fmt, resq, sentences):
+    """``[(quantized weight, quantized input, residual or None), ...]`` of every Linear
+    of one rollout pass in ``fmt`` with ResQ ``resq``."""
+    import torch
+
+    from sim.formats import quantize
+    from sim.formats.resq import resq as resq_of
+    from sim.rl import minilm
+    from sim.rl.qlinear import Precision, QuantLinear, convert_linears, set_mode
+
+    tokenizer, model = minilm.load_minilm()
+    convert_linears(model, skip=lambda name, m: "pooler" in name)
+    prec = Precision(weight=fmt, act=fmt, resq=resq)
+    set_mode(model, "rollout", rollout=prec)
+    opts = prec.options(fmt)
+    seen = []
+
+    def hook(layer, args):
+        x = args[0].detach().reshape(-1, layer.in_features).double().numpy()
+        seen.append((layer, x))
+
+    layers = [m for m in model.modules() if isinstance(m, QuantLinear)]
+    handles = [m.register_forward_pre_hook(hook) for m in layers]
+    minilm.embed(model, [tokenizer(s, return_tensors="pt") for s in sentences])
+    for h in handles:
+        h.remove()
+    out, weights = [], {}
+    for layer, x in seen:
+        if id(layer) not in weights:
+            w = layer.weight.detach().double().numpy()
+            weights[id(layer)] = quantize(w, fmt, axis=1, **opts)
+        if resq is None:
+            out.append((weights[id(layer)], quantize(x, fmt, axis=1, **opts), None))
+        else:
+            r = resq_of(x, fmt, resq, axis=1, **opts)
+            out.append((weights[id(layer)], r.main, r))
+    del torch
+    return out
+
+
+def drift(gemms, extra_bits):
+    """The statistics of one configuration over all its GEMMs."""
+    from sim.dot import bits_f32, gemm
+
+    exact, trunc = [], []
+    for wq, aq, r in gemms:
+        exact.append(gemm(aq, wq, r, scaled=True).reshape(-1))
+        trunc.append(gemm(aq, wq, r, scaled=True, accum="trunc",
+                          extra_bits=extra_bits).reshape(-1))
+    e, t = np.concatenate(exact), np.concatenate(trunc)
+    ulp = np.abs(_ordered(t) - _ordered(e))
+    ev, tv = bits_f32(e).astype(np.float64), bits_f32(t).astype(np.float64)
+    nz = ev != 0
+    rel = (tv[nz] - ev[nz]) / np.abs(ev[nz])
+    differ = ulp > 0
+    return {"outputs": int(e.size), "differ": float(differ.mean()), "n_differ": int(differ.sum()),
+            "ulp_median": float(np.median(ulp[differ])) if differ.any() else 0.0,
+            "ulp_p99": float(np.percentile(ulp, 99)), "ulp_max": int(ulp.max()),
+            "rel_median": float(np.median(np.abs(rel))), "rel_mean": float(rel.mean())}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--sentences", type=int, default=4,
+                   help="the first N sentences of hif4 numerics' fixed set (default 4)")
+    p.add_argument("--formats", default=",".join(FORMATS))
+    p.add_argument("--extra-bits", default="0,3,8",
+                   help="comma-separated bits kept below FP32's 24 (default 0,3,8)")
+    p.add_argument("--resq", default="none",
+                   help="comma-separated ResQ modes, 'none' for plain W4A4 (default none)")
+    args = p.parse_args(argv)
+    formats = args.formats.split(",")
+    try:
+        bits = [int(b) for b in args.extra_bits.split(",")]
+    except ValueError:
+        p.error(f"--extra-bits must be comma-separated integers, not {args.extra_bits!r}")
+    if bad := [f for f in formats if f not in FORMATS]:
+        p.error(f"--formats: {bad[0]!r} is not one of {', '.join(FORMATS)}")
+    if bad := [b for b in bits if not 0 <= b <= 30]:
+        p.error(f"--extra-bits: {bad[0]} is not from 0 to 30")
+    if args.sentences < 1:
+        p.error(f"--sentences must be >= 1, not {args.sentences}")
+    modes = [None if m == "none" else m for m in args.resq.split(",")]
+    from hif4spec import RESQ_MODES
+    if bad := [m for m in modes if m is not None and m not in RESQ_MODES]:
+        p.error(f"--resq: {bad[0]!r} is not one of none, {', '.join(RESQ_MODES)}")
+    import transformers
+
+    from sim.rl import minilm
+
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    sentences = minilm.load_sentences(args.sentences)
+    rows = []
+    t0 = time.monotonic()
+    for fmt in formats:
+        for mode in modes:
+            if mode is not None and fmt == "nvfp4":
+                continue                                # NVFP4 units have no residual
+            print(f"trunc_drift: capturing {fmt}{'+' + mode if mode else ''} "
+                  f"({time.monotonic() - t0:.0f} s)", file=sys.stderr, flush=True)
+            gemms = capture(fmt, mode, sentences)
+            for b in bits:
+                print(f"trunc_drift: {fmt} {len(gemms)} GEMMs, {b} extra bits "
+                      f"({time.monotonic() - t0:.0f} s)", file=sys.stderr, flush=True)
+                rows.append((fmt, mode or "none", b, drift(gemms, b)))
+    head = ("format", "resq", "extra bits", "outputs", "differ", "share", "ulp median", "ulp p99",
+            "ulp max", "|rel| median", "rel mean")
+    table = [head] + [(f, m, str(b), f"{d['outputs']:,}", f"{d['n_differ']:,}",
+                       f"{d['differ']:.4%}",
+                       f"{d['ulp_median']:g}", f"{d['ulp_p99']:g}", f"{d['ulp_max']:,}",
+                       f"{d['rel_median']:.2e}", f"{d['rel_mean']:+.2e}")
+                      for f, m, b, d in rows]
+    widths = [max(len(r[i]) for r in table) for i in range(len(head))]
+    for k, r in enumerate(table):
+        print("  ".join(c.rjust(w) for c, w in zip(r, widths)))
+        if k == 0:
+            print("  ".join("-" * w for w in widths))
+    print(f"{len(sentences)} sentences of all-MiniLM-L6-v2, every Linear; truncating unit "
+          f"vs exact unit, word for word; {time.monotonic() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
