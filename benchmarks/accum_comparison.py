@@ -1,5 +1,6 @@
 """The standard set's comparison with each accumulator back end: the full window (every
-unit) beside the bounded one (the units that have it), synthesized.
+unit) beside the bounded one (the units that have it) and the truncating one (not exact,
+every unit: what exactness costs), synthesized.
 
 Usage::
 
@@ -11,7 +12,8 @@ pre-add of HiF4 + residual), the accumulator loop's depth and the feed-forward d
 cells (:mod:`sim.cost.depth`), effective TOPS per million NAND2-eq on a 256x2048x256 GEMM on
 a 4x4 array at 1 GHz, and the area per MAC against NVFP4 and MXFP4 *as they are built in the
 same column*: the "best" column takes each unit's bounded back end where it has one, else
-its window (MXFP4 has no bounded scheme yet). Figures come from
+its window (MXFP4 has no bounded scheme yet). The truncating units are not in ``rtl_out/``:
+they are generated into ``build/units_trc/``. Figures come from
 ``sim/cost/synth_table.json`` where recorded, else from a synthesis in this run (``hif4
 estimate --synth``; a unit takes minutes). ``--plot`` draws area per MAC and both depths.
 """
@@ -23,7 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from hif4spec import accums_of  # noqa: E402
+from hif4spec import accums_of, module_name, resolve, residuals_of  # noqa: E402
+from sim.bench.runner import generate_cached  # noqa: E402
 from sim.cost import synth, table  # noqa: E402
 from sim.cost.estimate import estimate_rows  # noqa: E402
 
@@ -31,13 +34,26 @@ UNITS = ("hif4", "mxfp4", "nvfp4")
 RESIDUALS = ("none", "2:4")
 
 
-def _rows(accum, backend):
+def _rows(accum, backend, manifests=None):
     def progress(i, n, module):
         print(f"[{i}/{n}] {module}", file=sys.stderr, flush=True)
     return [r for r in estimate_rows(UNITS, RESIDUALS, accum=accum, synth=True,
                                      gemm=(256, 2048, 256), array=(4, 4), progress=progress,
-                                     synth_backend=backend)
+                                     synth_backend=backend, manifests=manifests)
             if r["kind"] == "dot"]
+
+
+def _trunc_manifests():
+    """``[(verilog, manifest)]`` of the truncating units at the standard stages and lanes,
+    generated (cached) under ``build/units_trc/``."""
+    out = []
+    for unit in UNITS:
+        for res in RESIDUALS:
+            if res in residuals_of(unit):
+                params = resolve(unit, residual=res, accum="trunc")
+                out.append(generate_cached(unit, params, ROOT / "build" / "units_trc"
+                                           / module_name(unit, **params)))
+    return out
 
 
 def _stages(row):
@@ -49,12 +65,16 @@ def _stages(row):
 
 
 def comparison(backend=None):
-    """``[(column, row)]``: every window row, then every bounded row (``column`` is
-    "window" or "bounded"); a row's ratios are against its own column's bases."""
+    """``[(column, row)]``: every window row, then every bounded row, then every truncating
+    row (``column`` is the back end); a row's ratios are against its own column's bases
+    (the bounded column's: each unit's bounded back end where it has one, else its
+    window)."""
     window = _rows("window", backend)
     best = _rows("bounded", backend)
-    return [("window", r) for r in window] + [("bounded", r) for r in best
-                                              if "bounded" in accums_of(r["unit"], r["residual"])]
+    trunc = _rows("trunc", backend, _trunc_manifests())
+    return ([("window", r) for r in window]
+            + [("bounded", r) for r in best if "bounded" in accums_of(r["unit"], r["residual"])]
+            + [("trunc", r) for r in trunc])
 
 
 def _fmt(v, spec=",.0f"):
@@ -89,25 +109,29 @@ def plot(rows, path):
         if (r["unit"], r["residual"]) not in configs:
             configs.append((r["unit"], r["residual"]))
     by = {(c, r["unit"], r["residual"]): r for c, r in rows}
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
     x = range(len(configs))
-    for k, (col, color) in enumerate((("window", "tab:gray"), ("bounded", "tab:blue"))):
-        have = [(i + (k - 0.5) * 0.4, by[col, u, res]) for i, (u, res) in enumerate(configs)
+    columns = (("window", "tab:gray", "dimgray"), ("bounded", "tab:blue", "black"),
+               ("trunc", "tab:orange", "saddlebrown"))
+    for k, (col, color, tick) in enumerate(columns):
+        have = [(i + (k - 1) * 0.28, by[col, u, res]) for i, (u, res) in enumerate(configs)
                 if (col, u, res) in by]
         pos = [p for p, _ in have]
-        axes[0].bar(pos, [r["area_per_mac_nand2"] for _, r in have], width=0.4, color=color,
-                    label=f"{col} accumulator")
-        axes[1].bar(pos, [r["loop_depth"] for _, r in have], width=0.4, color=color,
-                    label=f"{col}: loop")
-        axes[1].scatter(pos, [r["feed_forward_depth"] for _, r in have], marker="_", s=400,
-                        color="black" if k else "dimgray", zorder=3,
-                        label=f"{col}: feed-forward")
+        name = "truncating (not exact)" if col == "trunc" else col
+        axes[0].bar(pos, [r["area_per_mac_nand2"] for _, r in have], width=0.28, color=color,
+                    label=f"{name} accumulator")
+        axes[1].bar(pos, [r["loop_depth"] for _, r in have], width=0.28, color=color,
+                    label=f"{name}: loop")
+        axes[1].scatter(pos, [r["feed_forward_depth"] for _, r in have], marker="_", s=250,
+                        color=tick, zorder=3, label=f"{name}: feed-forward")
     labels = [f"{u}\n{res}" for u, res in configs]
     for ax in axes:
         ax.set_xticks(list(x), labels)
     axes[0].set_ylabel("NAND2-eq per MAC/cycle")
-    axes[0].set_title("Unit area per MAC (synthesized; MXFP4: window only)")
+    axes[0].set_title("Unit area per MAC (synthesized; MXFP4 2:4: no bounded)")
     axes[0].legend()
+    axes[1].set_ylim(0, 1.5 * max(max(r["loop_depth"], r["feed_forward_depth"])
+                                  for _, r in rows))       # room for the legend
     axes[1].set_ylabel("cells on the longest path")
     axes[1].set_title("Accumulator loop vs feed-forward depth")
     axes[1].legend(fontsize=8)
