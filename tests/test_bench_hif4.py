@@ -52,8 +52,8 @@ def test_cli_verify_reports_a_mismatch(monkeypatch, capsys):
     import sim.stimulus as stimulus
     real = stimulus.expected_words
 
-    def corrupted(*args):
-        words, steps = real(*args)
+    def corrupted(*args, **kwargs):
+        words, steps = real(*args, **kwargs)
         words = words.copy()
         words[3] ^= 0x80000000
         return words, steps
