@@ -38,3 +38,23 @@ def test_minilm_w4a4_small(tmp_path, capsys, monkeypatch):
 def test_numerics_bad_input(capsys):
     assert main(["numerics", "--resq", "3:4"]) == 2
     assert "unknown ResQ mode '3:4'" in capsys.readouterr().err
+
+
+def test_minilm_on_truncating_units(tmp_path, capsys, monkeypatch):
+    """``--gemm trunc``: the model runs on truncating units and lands where the exact units
+    do (at MiniLM's sizes the FP32 sums of block sums are nearly always exact)."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    cos = {}
+    for gemm in ("bit-true", "trunc"):
+        out = tmp_path / f"{gemm}.json"
+        assert main(["numerics", "--formats", "nvfp4", "--resq", "none", "--references",
+                     "none", "--sentences", "1", "--gemm", gemm, "--quiet",
+                     "--json", str(out)]) == 0
+        capsys.readouterr()
+        cos[gemm] = json.loads(out.read_text())["rows"][0]["cos_mean"]
+    assert 0.8 < cos["trunc"] < 0.999
+    assert abs(cos["trunc"] - cos["bit-true"]) < 1e-4
+    with pytest.raises(SystemExit) as exc:          # argparse's choices: exit 2, one line
+        main(["numerics", "--gemm", "exact"])
+    assert exc.value.code == 2
+    assert "invalid choice: 'exact'" in capsys.readouterr().err
