@@ -7,6 +7,8 @@ Usage::
     python benchmarks/fit_area_model.py --units     # also synthesize every unit configuration
                                                     # (84: minutes each, over an hour for
                                                     # single-stage HiF4 units with a residual)
+    python benchmarks/fit_area_model.py --units --accum bounded
+                                                    # the same for the bounded back end's 60
     python benchmarks/fit_area_model.py --check --plot docs/area_model.png
     python benchmarks/fit_area_model.py --check     # only compare, write nothing
     python benchmarks/fit_area_model.py --families maxtree,e2m1rnd
@@ -45,7 +47,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from hif4spec import unit_spec  # noqa: E402
+from hif4spec import DEFAULTS, EXACT_ACCUMS, unit_spec  # noqa: E402
 from sim import area_model  # noqa: E402
 from sim.cost import primitives, synth, table  # noqa: E402
 
@@ -276,6 +278,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--units", action="store_true",
                     help="synthesize the whole unit sweep (slow) into the synthesis table")
+    ap.add_argument("--accum", choices=EXACT_ACCUMS, default=None,
+                    help="with --units, the accumulator back end of the swept units (default "
+                         f"{DEFAULTS['accum']}; bounded: its 60 configurations)")
     ap.add_argument("--check", action="store_true",
                     help="only compare the model with the synthesis table; write nothing")
     ap.add_argument("--jobs", type=int, default=1, help="parallel Yosys runs for --units")
@@ -309,7 +314,8 @@ def main(argv=None):
     if args.units and args.cluster:
         from sim import sweep
 
-        report = sweep.synth_sweep(sweep.synth_items(table.sweep_configs()),
+        report = sweep.synth_sweep(sweep.synth_items(table.sweep_configs(args.accum),
+                                                     accum=args.accum),
                                    cluster=args.cluster, hierarchical=args.blocks,
                                    timeout=args.timeout, checkpoint=args.checkpoint)
         for name, message in report.failed.items():
@@ -317,7 +323,8 @@ def main(argv=None):
     elif args.units:
         try:
             table.synthesize_sweep(jobs=args.jobs, progress=progress, hierarchical=args.blocks,
-                                   timeout=args.timeout, checkpoint=args.checkpoint)
+                                   timeout=args.timeout, checkpoint=args.checkpoint,
+                                   accum=args.accum)
         except synth.SynthError as exc:
             print(f"warning: {exc}", file=sys.stderr)
     if args.bounded and not args.check:

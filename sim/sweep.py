@@ -373,15 +373,16 @@ def _save_json_table(table, path):
 
 # --- synthesis ----------------------------------------------------------------------------
 
-def synth_items(configs, build=None):
-    """``[(module, verilog_text, manifest), ...]`` of the configurations, generated (cached)
-    under ``build`` (default ``build/units``)."""
+def synth_items(configs, build=None, accum=None):
+    """``[(module, verilog_text, manifest), ...]`` of the configurations with back end
+    ``accum`` (default: the default one), generated (cached) under ``build`` (default
+    ``build/units``)."""
     from sim.cost.table import generate_config
 
     build = Path(build or ROOT / "build" / "units")
     items = []
     for config in configs:
-        verilog = generate_config(*config, build)
+        verilog = generate_config(*config, build, accum=accum)
         items.append((verilog.stem, verilog.read_text(),
                       json.loads(verilog.with_suffix(".json").read_text())))
     return items

@@ -131,12 +131,23 @@ def test_synthesis_table_covers_every_configuration():
     assert len(all_configs("dot")) == 84
     assert table.missing_configs(tab) == []
     modules = [entry["manifest"]["module"] for entry in tab.values()
-               if table._config_of(entry["manifest"]) in set(all_configs("dot"))]
+               if table._config_of(entry["manifest"], "window") in set(all_configs("dot"))]
     assert len(modules) == len(set(modules)) == 84, "stale entries of a regenerated module"
     others = [entry["manifest"]["module"] for entry in tab.values()
               if unit_spec(entry["manifest"]["unit"]).kind == "dot"
-              and table._config_of(entry["manifest"]) is None]                # the standard set's bounded units, for the comparison
+              and table._config_of(entry["manifest"], "window") is None]   # other back ends
     assert len(others) == len(set(others))
+
+
+def test_bounded_grid_lacks_only_single_stage_units():
+    """The bounded back end's grid (60 configurations, ``--units --accum bounded``) is in
+    the table but for single-stage units that ABC has not finished (docs/results.md)."""
+    tab = table.load_table()
+    grid = table.sweep_configs("bounded")
+    assert len(grid) == 60 and {r for u, r, *_ in grid if u == "mxfp4"} == {"none"}
+    missing = table.missing_configs(tab, "bounded")
+    assert all(stages == 1 for _, _, stages, _ in missing), missing
+    assert len(missing) <= 8
 
 
 def test_synthesis_table_holds_the_checked_in_verilog():

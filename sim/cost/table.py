@@ -203,41 +203,52 @@ def locked(path):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def sweep_configs():
+def sweep_configs(accum=None):
     """Every dot-unit configuration, ``[(unit, residual, stages, lanes), ...]``: the full
     grid unit x residual x stages x lanes of the registry's dot-product units (the encoders'
-    rows are the standard set's, recorded by :func:`record_verilog`)."""
+    rows are the standard set's, recorded by :func:`record_verilog`), with accumulator back
+    end ``accum`` (default: the default one) where a unit has it."""
+    from hif4spec import DEFAULTS, accums_of
     from hwgen.units import all_configs
 
-    return all_configs("dot")
+    accum = accum or DEFAULTS["accum"]
+    return [c for c in all_configs("dot") if accum in accums_of(c[0], c[1])]
 
 
-def missing_configs(table=None):
-    """The configurations of :func:`sweep_configs` that have no entry in the table."""
+def missing_configs(table=None, accum=None):
+    """The configurations of :func:`sweep_configs` (``accum``) with no entry in the table."""
+    from hif4spec import DEFAULTS
+
     table = load_table() if table is None else table
-    have = {_config_of(entry["manifest"]) for entry in table.values()}
-    return [c for c in sweep_configs() if c not in have]
+    accum = accum or DEFAULTS["accum"]
+    have = {_config_of(entry["manifest"], accum) for entry in table.values()}
+    return [c for c in sweep_configs(accum) if c not in have]
 
 
-def _config_of(manifest):
-    """``(unit, residual, stages, lanes)`` of an entry of the default back end's grid, else
-    None (an encoder's entry has no back end and counts)."""
+def _config_of(manifest, accum):
+    """``(unit, residual, stages, lanes)`` of an entry of back end ``accum``'s grid, else
+    None (an encoder's entry has no back end and counts for the default one)."""
     from hif4spec import DEFAULTS
 
     p = manifest["parameters"]
-    if p.get("accum", DEFAULTS["accum"]) != DEFAULTS["accum"]:
+    if p.get("accum", DEFAULTS["accum"]) != accum:
         return None
     return (manifest["unit"], p["residual"], p["stages"], p["lanes"])
 
 
-def generate_config(unit, residual, stages, lanes, out_dir):
-    """Generate one configuration (cached, ``sim.bench.runner.generate_cached``)."""
+def generate_config(unit, residual, stages, lanes, out_dir, accum=None):
+    """Generate one configuration, with back end ``accum`` (default: the default one)
+    (cached, ``sim.bench.runner.generate_cached``)."""
+    from hif4spec import DEFAULTS
     from hwgen.units import module_name
     from sim.bench.runner import generate_cached
 
-    module = module_name(unit, residual, stages, lanes)
-    verilog, _ = generate_cached(unit, {"residual": residual, "stages": stages,
-                                        "lanes": lanes}, Path(out_dir) / module)
+    accum = accum or DEFAULTS["accum"]
+    module = module_name(unit, residual, stages, lanes, accum)
+    params = {"residual": residual, "stages": stages, "lanes": lanes}
+    if accum != DEFAULTS["accum"]:          # the default back end's key stays as it was
+        params["accum"] = accum
+    verilog, _ = generate_cached(unit, params, Path(out_dir) / module)
     return verilog
 
 
@@ -249,15 +260,16 @@ def _model_nand2(verilog_path):
 
 
 def synthesize_sweep(*, jobs=1, progress=None, configs=None, hierarchical=False,
-                     timeout=3600, backend=None, checkpoint=False):
-    """Generate and synthesize every configuration (and ``rtl_out/``'s standard set) into
-    the table, smallest first by the area model, so that an interrupted run has recorded
-    as many configurations as it could (the table is saved after each one). With
-    ``checkpoint``, units that a stopped run left checkpointed go first."""
+                     timeout=3600, backend=None, checkpoint=False, accum=None):
+    """Generate and synthesize every configuration of back end ``accum`` (default: the
+    default one; and ``rtl_out/``'s standard set) into the table, smallest first by the
+    area model, so that an interrupted run has recorded as many configurations as it could
+    (the table is saved after each one). With ``checkpoint``, units that a stopped run
+    left checkpointed go first."""
     paths = sorted((ROOT / "rtl_out").glob("*.v"))
     build = ROOT / "build" / "units"
-    for unit, residual, stages, lanes in configs or sweep_configs():
-        paths.append(generate_config(unit, residual, stages, lanes, build))
+    for unit, residual, stages, lanes in configs or sweep_configs(accum):
+        paths.append(generate_config(unit, residual, stages, lanes, build, accum))
 
     def resumable(p):
         return checkpoint and synth.has_checkpoint(p.read_text(), p.stem)
@@ -303,8 +315,14 @@ def report_model_vs_synth(table=None, *, verbose=False, coeffs=None):
                 name, _, _, _, err, _ = max(subset, key=lambda r: abs(r[4]))
                 print(f"worst-case model error vs synthesis{label}: {err:+.1%} ({name}) over "
                       f"{len(subset)} configurations")
-        missing = missing_configs(table)
-        if missing:
-            print(f"{len(missing)} of {len(sweep_configs())} configurations not synthesized "
-                  "yet; run python benchmarks/fit_area_model.py --units")
+        from hif4spec import DEFAULTS, EXACT_ACCUMS
+
+        for accum in EXACT_ACCUMS:
+            missing = missing_configs(table, accum)
+            if missing:
+                default = accum == DEFAULTS["accum"]
+                print(f"{len(missing)} of {len(sweep_configs(accum))} configurations"
+                      f"{'' if default else ' of the ' + accum + ' back end'} not synthesized "
+                      "yet; run python benchmarks/fit_area_model.py --units"
+                      f"{'' if default else ' --accum ' + accum}")
     return worst
