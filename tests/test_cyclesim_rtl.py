@@ -5,7 +5,7 @@ on the output) the cycle of every input transfer and of every output transfer mu
 same in the model (built from the manifest alone) and in the RTL, and the RTL's words must be
 the golden model's. The configurations are the default suite's (``CI_CONFIGS``, built by
 tests/test_bench_coverage.py too, so the Verilator builds are shared): every unit and
-residual mode, every stage count, both accumulator back ends, sequencers (lanes < 64).
+residual mode, every stage count, every accumulator back end, sequencers (lanes < 64).
 """
 
 import numpy as np
