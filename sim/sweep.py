@@ -483,11 +483,23 @@ def merge_verify(path, sha, entry):
         _save_json_table(table, path)
 
 
+def _params(residual, stages, lanes, accum):
+    """A configuration's generator parameters; the default back end is left implicit (its
+    generation cache key stays as it was)."""
+    from hif4spec import DEFAULTS
+
+    params = {"residual": residual, "stages": stages, "lanes": lanes}
+    if accum not in (None, DEFAULTS["accum"]):
+        params["accum"] = accum
+    return params
+
+
 def verify_sweep(configs, *, path=None, cluster=None, jobs=1, retries=2, progress=True,
                  vectors=2000, seed=1, sim="verilator", valid_prob=0.9, ready_prob=0.9,
-                 build_root=None):
-    """Verify ``configs`` (``[(unit, residual, stages, lanes)]``) into the verification
-    table at ``path`` (default :data:`VERIFY_TABLE`); returns the :class:`Report`.
+                 build_root=None, accum=None):
+    """Verify ``configs`` (``[(unit, residual, stages, lanes)]``, with accumulator back end
+    ``accum``, default the default one) into the verification table at ``path`` (default
+    :data:`VERIFY_TABLE`); returns the :class:`Report`.
 
     The table maps the SHA-256 of each verified Verilog text to its entry: module, unit,
     parameters, the settings (:data:`VERIFY_SETTINGS`), outputs checked, steps transferred,
@@ -507,7 +519,7 @@ def verify_sweep(configs, *, path=None, cluster=None, jobs=1, retries=2, progres
     tasks = []
     gen_root = Path(build_root or ROOT / "build") / "rtl"
     for unit, residual, stages, lanes in configs:
-        params = {"residual": residual, "stages": stages, "lanes": lanes}
+        params = _params(residual, stages, lanes, accum)
         name = module_name(unit, **params)
         verilog, _ = generate_cached(unit, params, gen_root / name)
         entry = held.get(hashlib.sha256(verilog.read_bytes()).hexdigest())
@@ -550,10 +562,10 @@ def energy_task(unit, params, settings, build_root, backend):
 
 
 def energy_sweep(configs, *, path=None, cluster=None, jobs=1, retries=2, progress=True,
-                 stimuli=None, steps=None, seed=0, build_root=None, backend=None):
-    """Measure the energy per MAC of ``configs`` (``[(unit, residual, stages, lanes)]``)
-    into the energy table at ``path`` (default :data:`ENERGY_TABLE`); returns the
-    :class:`Report`.
+                 stimuli=None, steps=None, seed=0, build_root=None, backend=None, accum=None):
+    """Measure the energy per MAC of ``configs`` (``[(unit, residual, stages, lanes)]``,
+    with accumulator back end ``accum``, default the default one) into the energy table at
+    ``path`` (default :data:`ENERGY_TABLE`); returns the :class:`Report`.
 
     The table maps the SHA-256 of each measured Verilog text to its entry: module, unit,
     parameters, the settings (stimuli, steps, seed, and the netlist flow's version
@@ -574,7 +586,7 @@ def energy_sweep(configs, *, path=None, cluster=None, jobs=1, retries=2, progres
     tasks = []
     gen_root = Path(build_root or ROOT / "build") / "rtl"
     for unit, residual, stages, lanes in configs:
-        params = {"residual": residual, "stages": stages, "lanes": lanes}
+        params = _params(residual, stages, lanes, accum)
         name = module_name(unit, **params)
         verilog, _ = generate_cached(unit, params, gen_root / name)
         entry = held.get(hashlib.sha256(verilog.read_bytes()).hexdigest())

@@ -130,5 +130,5 @@ def check_interrupted(returncode, out, err, table, total):
 
 if __name__ == "__main__":
     picked = items(int(n) for n in sys.argv[1].split(","))
-    sweep.synth_items = lambda configs, build=None: picked
+    sweep.synth_items = lambda configs, build=None, accum=None: picked
     sys.exit(main(["sweep", "synth", *SELECTION, *sys.argv[2:]]))

@@ -96,11 +96,29 @@ def test_energy_bad_input_is_one_line(argv, words, capsys):
     (["sweep", "synth", "--unit", "hif4", "--cluster", "nowhere"], "ray://HOST:PORT"),
     (["sweep", "synth", "--unit", "hif4", "--retries", "-1"], "--retries"),
     (["sweep", "rl", "--quick"], "--json FILE"),
+    (["sweep", "verify", "--unit", "mxfp4", "--residual", "2:4", "--accum", "bounded"],
+     "back end bounded with hif4 none/2:4/dense, mxfp4 none"),
+    (["sweep", "rl", "--accum", "trunc"], "--accum applies to sweep synth/verify/energy"),
 ])
 def test_bad_selection_is_one_line(argv, words, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and words in err, err
+
+
+def test_verify_sweep_of_another_back_end(tmp_path, capsys):
+    """``--accum`` sweeps that back end's units, each checked against its own golden model
+    (the build is the default suite's truncating NVFP4 one, ``CI_CONFIGS``)."""
+    path = tmp_path / "verify.json"
+    argv = ["sweep", "verify", "--unit", "nvfp4", "--stages", "1", "--lanes", "32",
+            "--accum", "trunc", "--vectors", "200", "--quiet", "--table", str(path)]
+    assert main(argv) == 0
+    (entry,) = json.loads(path.read_text()).values()
+    assert entry["module"] == "nvfp4_dot_rnone_s1_l32_trc" and entry["passed"], entry
+    assert entry["parameters"]["accum"] == "trunc" and entry["checked"] > 0
+    capsys.readouterr()
+    assert main(argv) == 0                              # held with the same settings: skipped
+    assert "0 configurations done, 1 already in the table" in capsys.readouterr().out
 
 
 def test_verify_table_merge_replaces_the_old_verilog_of_a_module(tmp_path):

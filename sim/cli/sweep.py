@@ -4,7 +4,8 @@ as independent tasks, in a local process pool or on a Ray cluster (:mod:`sim.swe
 import sys
 from pathlib import Path
 
-from hif4spec import LANES, RESIDUAL_MODES, STAGES, all_configs, units_of_kind
+from hif4spec import (ACCUMS, DEFAULTS, LANES, RESIDUAL_MODES, STAGES, accums_of, all_configs,
+                      units_of_kind)
 
 from ._util import (CLIError, check_output_file, check_output_folder, display_path,
                     output_option, parse_choice_list)
@@ -24,6 +25,7 @@ _ONLY = [
     ("vectors", "--vectors", ("verify", "energy"), None),
     ("seed", "--seed", ("verify", "energy"), None),
     ("build_dir", "--build-dir", ("verify", "energy"), None),
+    ("accum", "--accum", ("synth", "verify", "energy"), None),
     ("stimuli", "--stimuli", ("energy",), None),
     ("quick", "--quick", ("rl",), False),
     ("seeds", "--seeds", ("rl",), None),
@@ -62,6 +64,10 @@ def register(subparsers):
     sel.add_argument("--lanes", metavar="LIST",
                      help=f"comma-separated lane counts of {', '.join(map(str, LANES))} "
                           "(default: all)")
+    sel.add_argument("--accum", choices=ACCUMS, default=None,
+                     help="accumulator back end of the swept units; configurations whose unit "
+                          "and residual mode lack it are left out (default "
+                          f"{DEFAULTS['accum']}; also with --all)")
     where = p.add_argument_group("where and how")
     where.add_argument("--cluster", metavar="ADDRESS",
                      help="run on Ray: ray://HOST:PORT (Ray Client), HOST:PORT (the head's "
@@ -128,12 +134,16 @@ def selection(args):
                                   "residual mode")
     stages = _int_list(args.stages or ",".join(map(str, STAGES)), STAGES, "stage count")
     lanes = _int_list(args.lanes or ",".join(map(str, LANES)), LANES, "lane count")
+    accum = args.accum or DEFAULTS["accum"]
     picked = [c for c in all_configs("dot") if c[0] in units and c[1] in residuals
-              and c[2] in stages and c[3] in lanes]
+              and c[2] in stages and c[3] in lanes and accum in accums_of(c[0], c[1])]
     if not picked:
+        with_accum = "" if args.accum is None else f"; back end {args.accum} with " + ", ".join(
+            f"{u.name} {'/'.join(r for r in u.residuals if accum in accums_of(u.name, r))}"
+            for u in UNITS.values())
         raise CLIError("the selection holds no configuration (residual modes per unit: "
                        + "; ".join(f"{u.name}: {'/'.join(u.residuals)}" for u in UNITS.values())
-                       + ")")
+                       + with_accum + ")")
     return picked
 
 
@@ -187,7 +197,7 @@ def run(args):
     common = {"path": table, "cluster": cluster, "jobs": args.jobs, "retries": args.retries,
               "progress": not args.quiet}
     if args.kind == "synth":
-        items = sweep.synth_items(configs)
+        items = sweep.synth_items(configs, accum=args.accum)
         run_sweep = lambda: sweep.synth_sweep(   # noqa: E731
             items, hierarchical=args.blocks, checkpoint=args.checkpoint,
             timeout=3600 if args.timeout is None else args.timeout, backend=args.backend,
@@ -198,11 +208,12 @@ def run(args):
         stimuli = parse_choice_list(args.stimuli or ",".join(STIMULI), STIMULI, "stimulus")
         run_sweep = lambda: sweep.energy_sweep(   # noqa: E731
             configs, stimuli=stimuli, steps=args.vectors, seed=args.seed or 0,
-            backend=args.backend, build_root=build and Path(build).resolve(), **common)
+            backend=args.backend, build_root=build and Path(build).resolve(),
+            accum=args.accum, **common)
     else:
         run_sweep = lambda: sweep.verify_sweep(   # noqa: E731
             configs, vectors=args.vectors or 2000, seed=1 if args.seed is None else args.seed,
-            build_root=build and Path(build).resolve(), **common)
+            build_root=build and Path(build).resolve(), accum=args.accum, **common)
     return _finish(run_sweep, args.kind, table)
 
 
