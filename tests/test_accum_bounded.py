@@ -29,8 +29,17 @@ SPECS = {
 
 def run_rtl(terms, steps, max_exp_diff=None, pair_window=PAIR_WINDOW):
     """Words of :class:`BoundedAdd` for ``steps`` (:class:`sim.stimulus.accum.AccumSteps`)."""
-    dut = BoundedAdd(terms, max_exp_diff, pair_window)
-    words = steps.pack((f.offset, f.width) for _, f in accum_layout(terms))
+    return run_adder(BoundedAdd(terms, max_exp_diff, pair_window), terms, steps)
+
+
+def run_adder(dut, terms, steps):
+    """Words of an adder with :class:`hwgen.accum.ExactAdd`'s ports for ``steps``, packed
+    in ``accum_layout(terms)`` (any width)."""
+    fields = [(f.offset, f.width) for _, f in accum_layout(terms)]
+    cols = [c for j in range(len(terms)) for c in (steps.sig[:, j], steps.exp[:, j])]
+    cols += [steps.nan, steps.first]
+    words = [sum((int(c[i]) & ((1 << w) - 1)) << off for c, (off, w) in zip(cols, fields))
+             for i in range(len(steps))]
     out = []
 
     async def bench(ctx):

@@ -7,11 +7,11 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from amaranth.sim import Simulator
 from conftest import word_value
+from test_accum_bounded import run_adder
 
 from hif4spec import TRUNC_BITS
-from hwgen.accum import TermSpec, accum_layout
+from hwgen.accum import TermSpec
 from hwgen.accum_trunc import TruncAdd, TruncSpec
 from hwgen.hif4 import MAX_TERM_EXP_DIFF as HIF4_MAX_EXP_DIFF
 from hwgen.hif4 import HiF4DotUnit
@@ -159,24 +159,7 @@ SPECS = {
 
 
 def run_rtl(terms, steps, extra_bits):
-    dut = TruncAdd(terms, extra_bits)
-    fields = [(f.offset, f.width) for _, f in accum_layout(terms)]
-    cols = [c for j in range(len(terms)) for c in (steps.sig[:, j], steps.exp[:, j])]
-    cols += [steps.nan, steps.first]
-    words = [sum((int(c[i]) & ((1 << w) - 1)) << off for c, (off, w) in zip(cols, fields))
-             for i in range(len(steps))]
-    out = []
-
-    async def bench(ctx):
-        for acc, word in zip(steps.acc, words):
-            ctx.set(dut.acc, int(acc))
-            ctx.set(dut.step.as_value(), int(word))
-            out.append(ctx.get(dut.word))
-
-    sim = Simulator(dut)
-    sim.add_testbench(bench)
-    sim.run()
-    return np.array(out, dtype=np.uint32)
+    return run_adder(TruncAdd(terms, extra_bits), terms, steps)
 
 
 @pytest.mark.parametrize("name", SPECS)
