@@ -117,8 +117,10 @@ def main(argv=None):
         p.error(f"--extra-bits must be comma-separated integers, not {args.extra_bits!r}")
     if bad := [f for f in formats if f not in FORMATS]:
         p.error(f"--formats: {bad[0]!r} is not one of {', '.join(FORMATS)}")
-    if bad := [b for b in bits if not 0 <= b <= 30]:
-        p.error(f"--extra-bits: {bad[0]} is not from 0 to 30")
+    from hif4spec import TRUNC_BITS_RANGE
+    if bad := [b for b in bits if b not in TRUNC_BITS_RANGE]:
+        p.error(f"--extra-bits: {bad[0]} is not from {TRUNC_BITS_RANGE[0]} to "
+                f"{TRUNC_BITS_RANGE[-1]}")
     if args.sentences < 1:
         p.error(f"--sentences must be >= 1, not {args.sentences}")
     modes = [None if m == "none" else m for m in args.resq.split(",")]

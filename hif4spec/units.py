@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from .steps import operand_layout, residual_layout
 
 __all__ = ["RESIDUAL_MODES", "RESIDUAL_TAGS", "ACCUMS", "EXACT_ACCUMS", "ACCUM_TAGS",
-           "TRUNC_BITS", "STAGES", "LANES",
+           "TRUNC_BITS", "TRUNC_BITS_RANGE", "STAGES", "LANES",
            "DEFAULTS", "KINDS",
            "UnitSpec", "UNITS", "unit_spec", "units_of_kind", "check_params", "resolve",
            "module_name", "parse_module_name", "payload_fields", "output_fields",
@@ -40,8 +40,10 @@ EXACT_ACCUMS = ACCUMS[:2]
 #: Back end -> the suffix it adds to module names.
 ACCUM_TAGS = {"window": "", "bounded": "_bnd", "trunc": "_trc"}
 #: Bits the truncating back end keeps below an FP32 significand's 24, counted from the
-#: largest operand's leading one.
+#: largest operand's leading one, and the values that parameter may take (the golden
+#: model's sum is one int64).
 TRUNC_BITS = 3
+TRUNC_BITS_RANGE = range(0, 31)
 #: Pipeline register counts every unit accepts (``stages``).
 STAGES = (1, 2, 3, 4)
 #: Elements per cycle every unit accepts (``lanes``); a step is 64 elements.

@@ -31,7 +31,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from hif4spec import TRUNC_BITS
+from hif4spec import TRUNC_BITS, TRUNC_BITS_RANGE
 
 from .accum import NAN_WORD, AccumSpec, accum_layout, leading_zeros
 from .accum_bounded import RoundAt, _signed_bits
@@ -60,8 +60,11 @@ class TruncSpec:
     """
 
     def __init__(self, terms, extra_bits=TRUNC_BITS):
-        if isinstance(extra_bits, bool) or not isinstance(extra_bits, int) or extra_bits < 0:
-            raise ValueError(f"extra_bits must be a non-negative integer, not {extra_bits!r}")
+        if isinstance(extra_bits, bool) or not isinstance(extra_bits, int) \
+                or extra_bits not in TRUNC_BITS_RANGE:
+            raise ValueError(f"extra_bits must be an integer from {TRUNC_BITS_RANGE[0]} to "
+                             f"{TRUNC_BITS_RANGE[-1]} (the golden model's range), not "
+                             f"{extra_bits!r}")
         self.accum = AccumSpec(terms)
         self.extra_bits = extra_bits
         self.keep = 24 + extra_bits

@@ -38,7 +38,7 @@ take "2:4" for "hif4-2:4" and "dense" for "hif4".
 import numpy as np
 
 from hif4spec import (ACCUMS, FORMATS, RESIDUAL_MODES, STEP_LAYOUTS, TRUNC_BITS,
-                      residual_layout, units_of_kind)
+                      TRUNC_BITS_RANGE, residual_layout, units_of_kind)
 
 from .formats import packing
 from .formats.codecs import int_decode, int_grid
@@ -375,8 +375,9 @@ _NO_TOP = -(1 << 40)            # the top place of a zero operand: below every r
 
 def _check_extra_bits(extra_bits):
     if isinstance(extra_bits, bool) or not isinstance(extra_bits, int) \
-            or not 0 <= extra_bits <= 30:
-        raise ValueError(f"extra_bits must be an integer from 0 to 30, not {extra_bits!r}")
+            or extra_bits not in TRUNC_BITS_RANGE:
+        raise ValueError(f"extra_bits must be an integer from {TRUNC_BITS_RANGE[0]} to "
+                         f"{TRUNC_BITS_RANGE[-1]}, not {extra_bits!r}")
 
 
 def _rz_words(S, lam):

@@ -144,6 +144,8 @@ def test_bad_extra_bits():
                          np.zeros((1, 1), np.int64), np.zeros(1, bool), 31)
     with pytest.raises(ValueError, match="extra_bits"):
         TruncSpec([TermSpec("t", 8, 5, 20)], -1)
+    with pytest.raises(ValueError, match="golden model's range"):
+        TruncSpec([TermSpec("t", 8, 5, 20)], 31)
 
 
 # ---------------------------------------------------------------------------------------
