@@ -29,7 +29,9 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-FORMATS = ("hif4", "mxfp4", "nvfp4")
+from sim.dot import FORMATS_DOT, RESIDUALS  # noqa: E402
+
+FORMATS = tuple(FORMATS_DOT)
 
 
 def _ordered(words):
@@ -138,8 +140,8 @@ def main(argv=None):
     t0 = time.monotonic()
     for fmt in formats:
         for mode in modes:
-            if mode is not None and fmt == "nvfp4":
-                continue                                # NVFP4 units have no residual
+            if mode is not None and RESIDUALS[fmt] == ("none",):
+                continue                                # a unit without a residual input
             print(f"trunc_drift: capturing {fmt}{'+' + mode if mode else ''} "
                   f"({time.monotonic() - t0:.0f} s)", file=sys.stderr, flush=True)
             gemms = capture(fmt, mode, sentences)

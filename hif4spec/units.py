@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from .steps import operand_layout, residual_layout
 
 __all__ = ["RESIDUAL_MODES", "RESIDUAL_TAGS", "ACCUMS", "EXACT_ACCUMS", "ACCUM_TAGS",
-           "TRUNC_BITS", "TRUNC_BITS_RANGE", "STAGES", "LANES",
+           "TRUNC_BITS", "TRUNC_BITS_RANGE", "TRUNC_PRESUM", "STAGES", "LANES",
            "DEFAULTS", "KINDS",
            "UnitSpec", "UNITS", "unit_spec", "units_of_kind", "check_params", "resolve",
            "module_name", "parse_module_name", "payload_fields", "output_fields",
@@ -44,6 +44,10 @@ ACCUM_TAGS = {"window": "", "bounded": "_bnd", "trunc": "_trc"}
 #: model's sum is one int64).
 TRUNC_BITS = 3
 TRUNC_BITS_RANGE = range(0, 31)
+#: Formats whose dot units add a step's block terms exactly into one term before the
+#: accumulator (NVFP4: its UE4M3 scales span few binades), so the truncating back end sees
+#: one operand per step there.
+TRUNC_PRESUM = ("nvfp4",)
 #: Pipeline register counts every unit accepts (``stages``).
 STAGES = (1, 2, 3, 4)
 #: Elements per cycle every unit accepts (``lanes``); a step is 64 elements.

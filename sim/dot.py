@@ -38,7 +38,7 @@ take "2:4" for "hif4-2:4" and "dense" for "hif4".
 import numpy as np
 
 from hif4spec import (ACCUMS, FORMATS, RESIDUAL_MODES, STEP_LAYOUTS, TRUNC_BITS,
-                      TRUNC_BITS_RANGE, residual_layout, units_of_kind)
+                      TRUNC_BITS_RANGE, TRUNC_PRESUM, residual_layout, units_of_kind)
 
 from .formats import packing
 from .formats.codecs import int_decode, int_grid
@@ -365,10 +365,7 @@ def _accumulate_scalar(acc, terms, nan):
 # own scale (HiF4: the block, and the residual block; MXFP4: two blocks, and two residual
 # blocks), except NVFP4, whose front end adds its four blocks exactly into one term first
 # (their UE4M3 scales span few binades): there the step value is one operand
-# (``TRUNC_PRESUM``).
-
-#: Formats whose units add a step's terms exactly into one before the accumulator.
-TRUNC_PRESUM = ("nvfp4",)
+# (``hif4spec.TRUNC_PRESUM``).
 
 _NO_TOP = -(1 << 40)            # the top place of a zero operand: below every real one
 
@@ -648,7 +645,7 @@ def run_steps(fmt, a, w, first, last=None, r=None, residual="none", accum="windo
     accum : str
         The accumulator back end (``hif4spec.ACCUMS``): the exact ones give the same words;
         ``"trunc"`` those of :func:`accumulate_trunc` with ``extra_bits`` (on the terms
-        its unit adds: ``TRUNC_PRESUM``).
+        its unit adds: ``hif4spec.TRUNC_PRESUM``).
 
     Returns
     -------
@@ -852,7 +849,7 @@ def gemm(a_qt, w_qt, r=None, *, scaled=False, row_chunk=None, backend="numpy", d
     accum : str
         The units' accumulator back end (``hif4spec.ACCUMS``): the exact ones give the same
         words; ``"trunc"`` (numpy backend only) those of :func:`accumulate_trunc` with
-        ``extra_bits`` (on the terms its unit adds: ``TRUNC_PRESUM``).
+        ``extra_bits`` (on the terms its unit adds: ``hif4spec.TRUNC_PRESUM``).
 
     Returns
     -------
