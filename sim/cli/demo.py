@@ -45,8 +45,8 @@ def _verify_expect(out, unit, params, vectors):
     module = module_name(unit, **params)
     digest = hashlib.sha256((Path(out) / f"{module}.v").read_bytes()).hexdigest()[:12]
     built = (REPO / "build" / "verilator" / f"{module}-{digest}" / "build.key").exists()
-    build = ("cached build (a rebuild, if the Verilog changed, takes 40-70 s)" if built
-             else "Verilator build first, usually 40-70 s")
+    build = ("cached build (a rebuild, if the Verilog changed, takes 10-40 s)" if built
+             else "Verilator build first, usually 10-40 s")
     return f"expected: {build}, then about {max(1, vectors // 1000)} s of simulation"
 
 
