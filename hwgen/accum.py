@@ -79,6 +79,14 @@ class TermSpec:
             value = getattr(self, what)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"Term {what} must be a positive integer, not {value!r}")
+        if not isinstance(self.bias, int):
+            raise ValueError(f"Term bias must be an integer, not {self.bias!r}")
+        field_max = (1 << self.exp_bits) - 1
+        if self.exp_max is not None and (not isinstance(self.exp_max, int)
+                                         or not 0 <= self.exp_max <= field_max):
+            raise ValueError(f"Term exp_max must be an integer from 0 to {field_max} (what "
+                             f"a {self.exp_bits}-bit exponent field holds), not "
+                             f"{self.exp_max!r}")
 
     @property
     def top_exp(self):

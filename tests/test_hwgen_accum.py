@@ -160,6 +160,18 @@ def test_window_geometry():
         AccumSpec([TermSpec("x", 4, 4, 0), TermSpec("x", 4, 4, 0)])
 
 
+@pytest.mark.parametrize("exp_max", [-1, 16, 2.0, "3"])
+def test_exp_max_must_fit_its_field(exp_max):
+    """A window is sized from ``exp_max``; one that the field cannot hold (or that is not an
+    integer) is refused when the hardware is built, not trusted."""
+    with pytest.raises(ValueError, match=r"exp_max must be an integer from 0 to 15 \(what a "
+                                         r"4-bit exponent field holds\)"):
+        TermSpec("x", 4, 4, 0, exp_max)
+    assert TermSpec("x", 4, 4, 0, 15).top_exp == 15
+    with pytest.raises(ValueError, match="bias must be an integer"):
+        TermSpec("x", 4, 4, 0.5)
+
+
 @pytest.mark.parametrize("tree", [False, True], ids=["chain", "tree"])
 def test_leading_zeros_both_structures(tree):
     """Both structures of :func:`hwgen.accum.leading_zeros` count the same: every value of

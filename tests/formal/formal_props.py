@@ -2,7 +2,8 @@
 
 Each ``*Proof`` component instantiates one block of :mod:`hwgen` (or, for the MXFP4/NVFP4
 products and block dots, which the units build inline, the same two library functions the
-units call: :func:`hwgen.e2m1.e2m1_product_expr` and :func:`hwgen.unit.adder_tree`), drives
+units call: :func:`hwgen.e2m1.e2m1_product_expr` and :func:`hwgen.unit.adder_tree`; for
+:class:`TermExponentProof`, every stage of a unit before its accumulator), drives
 it from the component's input ports (free inputs for the solver) and states the block's
 contract as ``Assert`` statements against a reference written separately in Amaranth. The
 references take element and scale values from the oracles of ``tests/conftest.py``
@@ -28,6 +29,7 @@ from hwgen.e2m1 import e2m1_product_expr
 from hwgen.hif4 import BlockSlice, MicroGroupDot, ResidualSelect, ScalePair
 from hwgen.mxfp4 import E8M0ScalePair
 from hwgen.nvfp4 import UE4M3ScalePair
+from hwgen.stream import chain
 from hwgen.unit import adder_tree
 
 
@@ -401,4 +403,45 @@ class RoundProof(wiring.Component):
                     m.d.comb += Assert(twice >= lower)
                 with m.If((twice == upper) | ((value != 0) & (twice == lower))):
                     m.d.comb += Assert(~frac[0])
+        return m
+
+
+class TermExponentProof(wiring.Component):
+    """The width assumptions between a unit's front end and its accumulator back end.
+
+    The back end is sized from the unit's term list (:attr:`hwgen.unit.DotUnit.terms`): the
+    full window's shifts assume a term's exponent field never exceeds its ``exp_max``, and
+    the bounded pre-add (HiF4 with a residual) assumes the two terms' fields differ by at
+    most ``max_exp_diff``. This wraps every stage of the unit before the accumulator (one
+    stage, 64 lanes: combinational, one slice), drives its input payload from free inputs
+    and asserts, for every payload, on the payload the accumulator would receive: the NaN
+    flag, or every ``<term>_exp <= exp_max`` and, with a bound, ``|e1 - e2| <=
+    max_exp_diff``. A NaN step's sum is discarded by the accumulator, so its exponents are
+    free (MXFP4's NaN scale codes give 510 > 508). Mutant: each bound one lower (for units
+    with a pair bound, only that one), which reachable steps exceed.
+    """
+
+    def __init__(self, unit_cls, residual="none", mutant=False):
+        self._dut = unit_cls(residual=residual, stages=1, lanes=64, accum="window")
+        self._mutant = mutant
+        super().__init__({"payload": In(self._dut.payload_layout)})
+
+    def elaborate(self, platform):
+        m = Module()
+        unit = self._dut
+        plan = unit._plan()
+        assert [desc["kind"] for _, desc, _ in plan][-1] == "accumulator"
+        first, last = chain(m, [(name, make()) for name, _, make in plan[:-1]])
+        m.d.comb += [first.i.valid.eq(1), first.i.payload.eq(self.payload),
+                     last.o.ready.eq(1), Assert(last.o.valid)]
+        p = last.o.payload
+        diff = unit._max_exp_diff if len(unit.terms) == 2 else None
+        lower = 1 if self._mutant and diff is None else 0
+        with m.If(~p.nan):
+            for t in unit.terms:
+                m.d.comb += Assert(p[f"{t.name}_exp"] <= t.top_exp - lower)
+            if diff is not None:
+                e1, e2 = (p[f"{t.name}_exp"] for t in unit.terms)
+                bound = diff - (1 if self._mutant else 0)
+                m.d.comb += Assert(Mux(e1 > e2, e1 - e2, e2 - e1) <= bound)
         return m

@@ -15,6 +15,8 @@ import pytest
 
 import formal_props as fp
 from hwgen.hif4 import HiF4DotUnit
+from hwgen.mxfp4 import MXFP4DotUnit
+from hwgen.nvfp4 import NVFP4DotUnit
 from hwgen.mxfp4 import term_specs as mxfp4_terms
 from hwgen.nvfp4 import term_specs as nvfp4_terms
 from hwgen.parts import probe
@@ -49,6 +51,20 @@ PROOFS = {
     # bit of "2:4", which is all Round depends on).
     "round_mxfp4": (lambda mu: fp.RoundProof(mxfp4_terms("none"), mu), "boolector", False),
     "round_mxfp4_r": (lambda mu: fp.RoundProof(mxfp4_terms("2:4"), mu), "boolector", False),
+    # the front end never hands the back end an exponent it was not sized for
+    "term_exp_hif4": (lambda mu: fp.TermExponentProof(HiF4DotUnit, "none", mu), "z3", False),
+    "term_exp_hif4_r24": (lambda mu: fp.TermExponentProof(HiF4DotUnit, "2:4", mu), "z3",
+                          False),
+    "term_exp_hif4_dense": (lambda mu: fp.TermExponentProof(HiF4DotUnit, "dense", mu), "z3",
+                            False),
+    "term_exp_mxfp4": (lambda mu: fp.TermExponentProof(MXFP4DotUnit, "none", mu), "z3",
+                       False),
+    "term_exp_mxfp4_r24": (lambda mu: fp.TermExponentProof(MXFP4DotUnit, "2:4", mu), "z3",
+                           False),
+    "term_exp_mxfp4_dense": (lambda mu: fp.TermExponentProof(MXFP4DotUnit, "dense", mu),
+                             "z3", False),
+    "term_exp_nvfp4": (lambda mu: fp.TermExponentProof(NVFP4DotUnit, "none", mu), "z3",
+                       False),
 }
 
 #: Proofs whose sby Yosys steps run in the native Yosys (``prove(yosys="native")``).
@@ -56,7 +72,8 @@ NATIVE_YOSYS = {"round_mxfp4", "round_mxfp4_r"}
 
 #: Proofs whose mutant runs in the default suite (the others' mutants are ``slow``).
 MUTANTS_DEFAULT = {"microgroup4", "residual_select", "e2m1_product", "e2m1_dot32",
-                   "hif4_block_sum", "round_hif4", "round_nvfp4", "round_mxfp4"}
+                   "hif4_block_sum", "round_hif4", "round_nvfp4", "round_mxfp4",
+                   "term_exp_hif4_r24", "term_exp_mxfp4"}
 
 
 def _params(mutant):
