@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from .steps import operand_layout, residual_layout
 
 __all__ = ["RESIDUAL_MODES", "RESIDUAL_TAGS", "ACCUMS", "EXACT_ACCUMS", "ACCUM_TAGS",
-           "TRUNC_BITS", "TRUNC_BITS_RANGE", "TRUNC_PRESUM", "STAGES", "LANES",
+           "TRUNC_BITS", "TRUNC_BITS_RANGE", "TRUNC_PRESUM", "GEMMS", "STAGES", "LANES",
            "DEFAULTS", "KINDS",
            "UnitSpec", "UNITS", "unit_spec", "units_of_kind", "check_params", "resolve",
            "module_name", "parse_module_name", "payload_fields", "output_fields",
@@ -48,6 +48,10 @@ TRUNC_BITS_RANGE = range(0, 31)
 #: accumulator (NVFP4: its UE4M3 scales span few binades), so the truncating back end sees
 #: one operand per step there.
 TRUNC_PRESUM = ("nvfp4",)
+#: Forward GEMMs of the torch adapters (``sim.rl.qlinear``, ``hif4 numerics --gemm``):
+#: ``"fake"`` (a torch matmul of fake-quantized operands), ``"bit-true"`` (the words of the
+#: exact units) and one per inexact back end, named after it (the words of its units).
+GEMMS = ("fake", "bit-true", *(a for a in ACCUMS if a not in EXACT_ACCUMS))
 #: Pipeline register counts every unit accepts (``stages``).
 STAGES = (1, 2, 3, 4)
 #: Elements per cycle every unit accepts (``lanes``); a step is 64 elements.

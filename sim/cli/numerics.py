@@ -2,7 +2,7 @@
 
 import sys
 
-from hif4spec import RESQ_MODES
+from hif4spec import GEMMS, RESQ_MODES
 
 from ._util import CLIError, check_output_file, output_option, parse_choice_list, write_files
 
@@ -37,7 +37,7 @@ def register(subparsers):
     p.add_argument("--sentences", type=int, default=None,
                    help="use only the first N sentences of the fixed set (default: all 32)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
-    p.add_argument("--gemm", choices=("fake", "bit-true", "trunc"), default="fake",
+    p.add_argument("--gemm", choices=GEMMS, default="fake",
                    help="forward GEMM of W4A4 layers: fake (torch matmul of fake-quantized "
                         "operands, default: cheaper), bit-true (the dot-product unit's "
                         "float32 results, sim.dot.gemm's torch backend) or trunc (the same "

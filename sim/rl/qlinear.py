@@ -30,6 +30,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from hif4spec import GEMMS
+
 from .torch_quant import FORMATS, RESQ_MODES, quantize_tensor, resq_parts, to_numpy
 
 __all__ = [
@@ -138,8 +140,6 @@ class _BitTrue(torch.autograd.Function):
         return grad @ wq.to(grad.dtype), None, None
 
 
-#: Forward GEMMs of a QuantLinear (see the module docstring).
-GEMMS = ("fake", "bit-true", "trunc")
 #: Formats with a dot-product unit, which the bit-true GEMM needs.
 BIT_TRUE_FORMATS = ("hif4", "mxfp4", "nvfp4")
 _default_gemm = "fake"
