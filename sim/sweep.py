@@ -43,6 +43,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .progress import LOG_INTERVAL_S
+
 __all__ = ["RESOURCES", "VERIFY_TABLE", "ENERGY_TABLE", "Task", "Report", "Interrupted",
            "run_tasks", "synth_sweep", "synth_items", "verify_sweep", "merge_verify",
            "energy_sweep", "load_json_table"]
@@ -194,9 +196,10 @@ class _Local:
             self.pool = self._new_pool()
             return self.pool.submit(task.fn, *task.args)
 
-    def wait(self, handles):
-        """The finished handles among ``handles``, each with (ok, value or error)."""
-        done, _ = self.cf.wait(handles, return_when=self.cf.FIRST_COMPLETED)
+    def wait(self, handles, timeout):
+        """The finished handles among ``handles``, each with (ok, value or error); none
+        after ``timeout`` seconds without one."""
+        done, _ = self.cf.wait(handles, timeout=timeout, return_when=self.cf.FIRST_COMPLETED)
         out = []
         for fut in done:
             try:
@@ -266,8 +269,8 @@ class _Ray:
             self.remotes[key] = self.ray.remote(max_retries=0, **RESOURCES[task.kind])(task.fn)
         return self.remotes[key].options(name=task.name).remote(*task.args)
 
-    def wait(self, handles):
-        ready, _ = self.ray.wait(list(handles), num_returns=1)
+    def wait(self, handles, timeout):
+        ready, _ = self.ray.wait(list(handles), num_returns=1, timeout=timeout)
         out = []
         for ref in ready:
             try:
@@ -286,6 +289,11 @@ class _Ray:
         self.ray.shutdown()
 
 
+#: Seconds between two progress lines while no task finishes (as :mod:`sim.progress`
+#: writes a log).
+HEARTBEAT_S = LOG_INTERVAL_S
+
+
 def run_tasks(tasks, on_result, *, cluster=None, jobs=1, retries=2, progress=True,
               desc="sweep", report=None):
     """Run ``tasks`` and call ``on_result(task, value)`` in this process as each finishes.
@@ -293,7 +301,9 @@ def run_tasks(tasks, on_result, *, cluster=None, jobs=1, retries=2, progress=Tru
     ``cluster`` None runs them in ``jobs`` local processes; otherwise it is the Ray address
     given to ``ray.init``. A task that raises, or whose worker is lost, is run again up to
     ``retries`` times and then recorded in ``report.failed``. With ``progress``, one line
-    per finished task with the count, the elapsed time and the ETA (:mod:`sim.progress`).
+    per finished task with the count, the elapsed time and the ETA (:mod:`sim.progress`),
+    and while none finishes a line every :data:`HEARTBEAT_S` seconds saying how many run
+    (a synthesis task can take an hour).
     Ctrl-C (SIGINT) during the run cancels the remaining tasks (a result being handed to
     ``on_result`` is handed over whole first), marks the report ``interrupted`` with the
     tasks ``cancelled`` and raises :class:`Interrupted` carrying it. Returns the
@@ -337,7 +347,11 @@ def _drive(tasks, pending, attempts, backend, bar, sigint, on_result, retries, d
     for task in tasks:
         pending[backend.submit(task)] = task
     while pending:
-        for handle, ok, value in backend.wait(list(pending)):
+        finished = backend.wait(list(pending), HEARTBEAT_S)
+        if not finished:
+            bar.set_postfix_str(f"{len(pending)} running", refresh=False)
+            bar.refresh()               # the elapsed time moves on: a line in a log
+        for handle, ok, value in finished:
             with sigint.merging():      # a result is merged, counted and shown whole
                 task = pending.pop(handle)
                 if ok:

@@ -76,6 +76,21 @@ def test_run_tasks_names_failures_and_counts_attempts(tmp_path):
     assert "invalid literal" in report.failed["bad"]
 
 
+def test_a_long_task_is_not_silent(monkeypatch, capsys):
+    """While no task finishes, a line every HEARTBEAT_S seconds says how many run (a log
+    gets plain lines, each with the elapsed time)."""
+    import time
+
+    monkeypatch.setattr(sweep, "HEARTBEAT_S", 0.2)
+    tasks = [sweep.Task("slow", "synth", time.sleep, (3.0,))]
+    report = sweep.run_tasks(tasks, lambda t, v: None, jobs=1, desc="sweep test")
+    assert report.done == ["slow"]
+    lines = capsys.readouterr().err.splitlines()
+    running = [line for line in lines if "1 running" in line]
+    assert len(running) >= 2 and len(set(running)) == len(running), lines
+    assert "slow done" in lines[-1]
+
+
 @pytest.mark.parametrize("argv,words", [
     (["sweep", "energy"], "give a selection"),
     (["sweep", "energy", "--unit", "hif4", "--stimuli", "noise"], "unknown stimulus"),
