@@ -1,12 +1,18 @@
 """How far a truncating accumulator drifts from the exact units on real activations: the
-inputs of every Linear of all-MiniLM-L6-v2 (the model of ``hif4 numerics``), quantized with
-the layer's weight in each format, multiplied by the exact unit (:func:`sim.dot.gemm`) and
-by the truncating one (``accum="trunc"``, :func:`sim.dot.accumulate_trunc`), word for word.
+inputs of every Linear of all-MiniLM-L6-v2 or of every decoder-layer Linear of
+SmolLM2-135M-Instruct (the models of ``hif4 numerics``), quantized with the layer's weight
+in each format, multiplied by the exact unit (:func:`sim.dot.gemm`) and by the truncating
+one (``accum="trunc"``, :func:`sim.dot.accumulate_trunc`), word for word.
 
 Usage::
 
-    python benchmarks/trunc_drift.py [--sentences N] [--formats hif4,mxfp4,nvfp4]
-                                     [--extra-bits 0,3,8] [--resq none,2:4] [--plot FILE.png]
+    python benchmarks/trunc_drift.py [--model minilm|smollm2] [--sentences N] [--tokens N]
+                                     [--formats hif4,mxfp4,nvfp4] [--extra-bits 0,3,8]
+                                     [--resq none,2:4]
+
+MiniLM embeds the first ``--sentences`` sentences of ``hif4 numerics``' fixed set;
+SmolLM2 reads the first ``--tokens`` tokens of its first evaluation window (one forward
+pass, as ``hif4 numerics --model smollm2`` scores text).
 
 The activations are captured in one fake-quantized rollout pass per format and ResQ mode
 (the layer inputs as the model produces them in that precision); each Linear's GEMM then
@@ -41,18 +47,41 @@ def _ordered(words):
     return np.where(w >> 31 == 1, -mag, mag)
 
 
-def capture(fmt, resq, sentences):
-    """``[(quantized weight, quantized input, residual or None), ...]`` of every Linear
-    of one rollout pass in ``fmt`` with ResQ ``resq``."""
+def load(model_name, count):
+    """``(model, run)``: the model with its Linears converted to QuantLinear, and a function
+    that runs the forward pass whose layer inputs are measured."""
     import torch
 
+    from sim.rl.qlinear import convert_linears
+
+    if model_name == "minilm":
+        from sim.rl import minilm
+
+        tokenizer, model = minilm.load_minilm()
+        convert_linears(model, skip=lambda name, m: "pooler" in name)
+        sentences = minilm.load_sentences(count)
+        return model, lambda: minilm.embed(
+            model, [tokenizer(s, return_tensors="pt") for s in sentences])
+    from sim.rl import smollm2
+
+    tokenizer, model = smollm2.load_smollm2()
+    convert_linears(model, skip=lambda name, m: ".layers." not in name,
+                    layer_type=smollm2.layer_type)
+    ids = smollm2.eval_tokens(tokenizer, 1, count)
+
+    def run():
+        with torch.no_grad():
+            model(input_ids=ids)
+    return model, run
+
+
+def capture(model, run, fmt, resq):
+    """``[(quantized weight, quantized input, residual or None), ...]`` of every QuantLinear
+    of ``model`` in one rollout pass (``run``) in ``fmt`` with ResQ ``resq``."""
     from sim.formats import quantize
     from sim.formats.resq import resq as resq_of
-    from sim.rl import minilm
-    from sim.rl.qlinear import Precision, QuantLinear, convert_linears, set_mode
+    from sim.rl.qlinear import Precision, QuantLinear, set_mode
 
-    tokenizer, model = minilm.load_minilm()
-    convert_linears(model, skip=lambda name, m: "pooler" in name)
     prec = Precision(weight=fmt, act=fmt, resq=resq)
     set_mode(model, "rollout", rollout=prec)
     opts = prec.options(fmt)
@@ -64,7 +93,7 @@ def capture(fmt, resq, sentences):
 
     layers = [m for m in model.modules() if isinstance(m, QuantLinear)]
     handles = [m.register_forward_pre_hook(hook) for m in layers]
-    minilm.embed(model, [tokenizer(s, return_tensors="pt") for s in sentences])
+    run()
     for h in handles:
         h.remove()
     out, weights = [], {}
@@ -77,20 +106,23 @@ def capture(fmt, resq, sentences):
         else:
             r = resq_of(x, fmt, resq, axis=1, **opts)
             out.append((weights[id(layer)], r.main, r))
-    del torch
     return out
 
 
-def drift(gemms, extra_bits):
-    """The statistics of one configuration over all its GEMMs."""
+def exact_words(gemms):
+    """The exact units' words of every GEMM, one flat array."""
+    from sim.dot import gemm
+
+    return np.concatenate([gemm(aq, wq, r, scaled=True).reshape(-1) for wq, aq, r in gemms])
+
+
+def drift(gemms, exact, extra_bits):
+    """The statistics of one configuration over all its GEMMs (``exact``: their words)."""
     from sim.dot import bits_f32, gemm
 
-    exact, trunc = [], []
-    for wq, aq, r in gemms:
-        exact.append(gemm(aq, wq, r, scaled=True).reshape(-1))
-        trunc.append(gemm(aq, wq, r, scaled=True, accum="trunc",
-                          extra_bits=extra_bits).reshape(-1))
-    e, t = np.concatenate(exact), np.concatenate(trunc)
+    trunc = [gemm(aq, wq, r, scaled=True, accum="trunc", extra_bits=extra_bits).reshape(-1)
+             for wq, aq, r in gemms]
+    e, t = exact, np.concatenate(trunc)
     ulp = np.abs(_ordered(t) - _ordered(e))
     ev, tv = bits_f32(e).astype(np.float64), bits_f32(t).astype(np.float64)
     nz = ev != 0
@@ -104,8 +136,14 @@ def drift(gemms, extra_bits):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--sentences", type=int, default=4,
-                   help="the first N sentences of hif4 numerics' fixed set (default 4)")
+    p.add_argument("--model", choices=("minilm", "smollm2"), default="minilm",
+                   help="the model whose layer inputs are measured (default minilm)")
+    p.add_argument("--sentences", type=int, default=None,
+                   help="minilm: the first N sentences of hif4 numerics' fixed set "
+                        "(default 4)")
+    p.add_argument("--tokens", type=int, default=None,
+                   help="smollm2: the first N tokens of its first evaluation window "
+                        "(default 32)")
     p.add_argument("--formats", default=",".join(FORMATS))
     p.add_argument("--extra-bits", default="0,3,8",
                    help="comma-separated bits kept below FP32's 24 (default 0,3,8)")
@@ -123,32 +161,44 @@ def main(argv=None):
     if bad := [b for b in bits if b not in TRUNC_BITS_RANGE]:
         p.error(f"--extra-bits: {bad[0]} is not from {TRUNC_BITS_RANGE[0]} to "
                 f"{TRUNC_BITS_RANGE[-1]}")
-    if args.sentences < 1:
-        p.error(f"--sentences must be >= 1, not {args.sentences}")
+    if args.model == "minilm" and args.tokens is not None:
+        p.error("--tokens is for --model smollm2")
+    if args.model == "smollm2" and args.sentences is not None:
+        p.error("--sentences is for --model minilm")
+    count = args.sentences if args.model == "minilm" else args.tokens
+    count = count if count is not None else (4 if args.model == "minilm" else 32)
+    if count < 1:
+        p.error(f"--{'sentences' if args.model == 'minilm' else 'tokens'} must be >= 1, "
+                f"not {count}")
     modes = [None if m == "none" else m for m in args.resq.split(",")]
     from hif4spec import RESQ_MODES
     if bad := [m for m in modes if m is not None and m not in RESQ_MODES]:
         p.error(f"--resq: {bad[0]!r} is not one of none, {', '.join(RESQ_MODES)}")
-    import transformers
+    import os
 
-    from sim.rl import minilm
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import transformers
 
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
-    sentences = minilm.load_sentences(args.sentences)
     rows = []
     t0 = time.monotonic()
+    print(f"trunc_drift: loading {args.model}", file=sys.stderr, flush=True)
+    model, run = load(args.model, count)
     for fmt in formats:
         for mode in modes:
             if mode is not None and RESIDUALS[fmt] == ("none",):
                 continue                                # a unit without a residual input
             print(f"trunc_drift: capturing {fmt}{'+' + mode if mode else ''} "
                   f"({time.monotonic() - t0:.0f} s)", file=sys.stderr, flush=True)
-            gemms = capture(fmt, mode, sentences)
+            gemms = capture(model, run, fmt, mode)
+            print(f"trunc_drift: {fmt} {len(gemms)} GEMMs, exact unit "
+                  f"({time.monotonic() - t0:.0f} s)", file=sys.stderr, flush=True)
+            exact = exact_words(gemms)
             for b in bits:
                 print(f"trunc_drift: {fmt} {len(gemms)} GEMMs, {b} extra bits "
                       f"({time.monotonic() - t0:.0f} s)", file=sys.stderr, flush=True)
-                rows.append((fmt, mode or "none", b, drift(gemms, b)))
+                rows.append((fmt, mode or "none", b, drift(gemms, exact, b)))
     head = ("format", "resq", "extra bits", "outputs", "differ", "share", "ulp median", "ulp p99",
             "ulp max", "|rel| median", "rel mean")
     table = [head] + [(f, m, str(b), f"{d['outputs']:,}", f"{d['n_differ']:,}",
@@ -161,8 +211,10 @@ def main(argv=None):
         print("  ".join(c.rjust(w) for c, w in zip(r, widths)))
         if k == 0:
             print("  ".join("-" * w for w in widths))
-    print(f"{len(sentences)} sentences of all-MiniLM-L6-v2, every Linear; truncating unit "
-          f"vs exact unit, word for word; {time.monotonic() - t0:.0f} s")
+    what = (f"{count} sentences of all-MiniLM-L6-v2, every Linear" if args.model == "minilm"
+            else f"{count} tokens of SmolLM2-135M-Instruct, every decoder-layer Linear")
+    print(f"{what}; truncating unit vs exact unit, word for word; "
+          f"{time.monotonic() - t0:.0f} s")
     return 0
 
 
