@@ -38,6 +38,8 @@ import numpy as np  # noqa: E402
 from sim.dot import FORMATS_DOT, RESIDUALS  # noqa: E402
 
 FORMATS = tuple(FORMATS_DOT)
+#: Model -> the option that sizes its input, and that option's default.
+INPUT_SIZE = {"minilm": ("sentences", 4), "smollm2": ("tokens", 32)}
 
 
 def _ordered(words):
@@ -161,15 +163,14 @@ def main(argv=None):
     if bad := [b for b in bits if b not in TRUNC_BITS_RANGE]:
         p.error(f"--extra-bits: {bad[0]} is not from {TRUNC_BITS_RANGE[0]} to "
                 f"{TRUNC_BITS_RANGE[-1]}")
-    if args.model == "minilm" and args.tokens is not None:
-        p.error("--tokens is for --model smollm2")
-    if args.model == "smollm2" and args.sentences is not None:
-        p.error("--sentences is for --model minilm")
-    count = args.sentences if args.model == "minilm" else args.tokens
-    count = count if count is not None else (4 if args.model == "minilm" else 32)
+    for model, (option, _) in INPUT_SIZE.items():
+        if model != args.model and getattr(args, option) is not None:
+            p.error(f"--{option} is for --model {model}")
+    option, default = INPUT_SIZE[args.model]
+    count = getattr(args, option)
+    count = default if count is None else count
     if count < 1:
-        p.error(f"--{'sentences' if args.model == 'minilm' else 'tokens'} must be >= 1, "
-                f"not {count}")
+        p.error(f"--{option} must be >= 1, not {count}")
     modes = [None if m == "none" else m for m in args.resq.split(",")]
     from hif4spec import RESQ_MODES
     if bad := [m for m in modes if m is not None and m not in RESQ_MODES]:

@@ -40,13 +40,13 @@ def _verify_expect(out, unit, params, vectors):
     from pathlib import Path
 
     from hif4spec import module_name
-    from sim.bench.runner import REPO
+    from sim.bench.runner import BUILD_TIME, REPO
 
     module = module_name(unit, **params)
     digest = hashlib.sha256((Path(out) / f"{module}.v").read_bytes()).hexdigest()[:12]
     built = (REPO / "build" / "verilator" / f"{module}-{digest}" / "build.key").exists()
-    build = ("cached build (a rebuild, if the Verilog changed, takes 10-40 s)" if built
-             else "Verilator build first, usually 10-40 s")
+    build = (f"cached build (a rebuild, if the Verilog changed, {BUILD_TIME['verilator']})"
+             if built else f"Verilator build first, {BUILD_TIME['verilator']}")
     return f"expected: {build}, then about {max(1, vectors // 1000)} s of simulation"
 
 
