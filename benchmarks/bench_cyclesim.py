@@ -26,7 +26,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hif4spec import LANES, RESIDUAL_MODES, units_of_kind  # noqa: E402
+from hif4spec import ACCUMS, LANES, RESIDUAL_MODES, units_of_kind  # noqa: E402
 
 
 def main(argv=None):
@@ -36,6 +36,8 @@ def main(argv=None):
     ap.add_argument("--lanes", type=int, default=64, choices=LANES)
     ap.add_argument("--residual", default="none", choices=RESIDUAL_MODES)
     ap.add_argument("--stages", type=int, default=None)
+    ap.add_argument("--accum", default=None, choices=ACCUMS,
+                    help="accumulator back end (default: the unit's default one)")
     ap.add_argument("--gemm", default="256x4096x256", help="GEMM MxKxN of workload 2")
     args = ap.parse_args(argv)
 
@@ -45,8 +47,8 @@ def main(argv=None):
     from sim.cost import rtlcheck
     from sim.cyclesim import Stimulus, UnitTiming, simulate_gemm
 
-    params = resolve(args.unit, args.residual, args.stages, args.lanes)
-    module = module_name(args.unit, params["residual"], params["stages"], params["lanes"])
+    params = resolve(args.unit, args.residual, args.stages, args.lanes, args.accum)
+    module = module_name(args.unit, **params)
     verilog, manifest = bench_runner.generate_cached(args.unit, params,
                                                      rtlcheck.BUILD_ROOT / "rtl" / module)
     rng = np.random.default_rng(7)

@@ -5,10 +5,11 @@ Usage::
     python benchmarks/fit_area_model.py             # fit primitives, write sim/area_coeffs.json,
                                                     # compare with the synthesis table
     python benchmarks/fit_area_model.py --units     # also synthesize every unit configuration
-                                                    # (84: minutes each, over an hour for
+                                                    # (84, each with its default back end:
+                                                    # minutes each, over an hour for
                                                     # single-stage HiF4 units with a residual)
-    python benchmarks/fit_area_model.py --units --accum bounded
-                                                    # the same for the bounded back end's 60
+    python benchmarks/fit_area_model.py --units --accum window
+                                                    # the same with the reference back end
     python benchmarks/fit_area_model.py --check --plot docs/area_model.png
     python benchmarks/fit_area_model.py --check     # only compare, write nothing
     python benchmarks/fit_area_model.py --families maxtree,e2m1rnd
@@ -47,7 +48,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from hif4spec import DEFAULTS, EXACT_ACCUMS, unit_spec  # noqa: E402
+from hif4spec import DEFAULTS, EXACT_ACCUMS, REFERENCE_ACCUM, unit_spec  # noqa: E402
 from sim import area_model  # noqa: E402
 from sim.cost import primitives, synth, table  # noqa: E402
 
@@ -279,8 +280,9 @@ def main(argv=None):
     ap.add_argument("--units", action="store_true",
                     help="synthesize the whole unit sweep (slow) into the synthesis table")
     ap.add_argument("--accum", choices=EXACT_ACCUMS, default=None,
-                    help="with --units, the accumulator back end of the swept units (default "
-                         f"{DEFAULTS['accum']}; bounded: its 60 configurations)")
+                    help="with --units, the accumulator back end of the swept units (default: "
+                         f"each configuration's, {DEFAULTS['accum']} where it has it, else "
+                         f"{REFERENCE_ACCUM}; {REFERENCE_ACCUM}: all 84; bounded: its 60)")
     ap.add_argument("--check", action="store_true",
                     help="only compare the model with the synthesis table; write nothing")
     ap.add_argument("--jobs", type=int, default=1, help="parallel Yosys runs for --units")

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from .steps import operand_layout, residual_layout
 
-__all__ = ["RESIDUAL_MODES", "RESIDUAL_TAGS", "ACCUMS", "EXACT_ACCUMS", "ACCUM_TAGS",
+__all__ = ["RESIDUAL_MODES", "RESIDUAL_TAGS", "ACCUMS", "EXACT_ACCUMS", "REFERENCE_ACCUM",
+           "ACCUM_TAGS", "default_accum",
            "TRUNC_BITS", "TRUNC_BITS_RANGE", "TRUNC_PRESUM", "GEMMS", "STAGES", "LANES",
            "DEFAULTS", "KINDS",
            "UnitSpec", "UNITS", "unit_spec", "units_of_kind", "check_params", "resolve",
@@ -37,6 +38,10 @@ RESIDUAL_TAGS = {"none": "rnone", "2:4": "r24", "dense": "rdense"}
 ACCUMS = ("window", "bounded", "trunc")
 #: The back ends that keep spec section 7 bit for bit (the standard set has these).
 EXACT_ACCUMS = ACCUMS[:2]
+#: The reference back end: every dot unit has it, the others are checked against it, its
+#: module names carry no tag and a manifest written before back ends could be chosen (no
+#: ``accum`` parameter) means it.
+REFERENCE_ACCUM = ACCUMS[0]
 #: Back end -> the suffix it adds to module names.
 ACCUM_TAGS = {"window": "", "bounded": "_bnd", "trunc": "_trc"}
 #: Bits the truncating back end keeps below an FP32 significand's 24, counted from the
@@ -62,8 +67,9 @@ KINDS = ("dot", "encoder")
 BF16_BITS = 16
 #: Bits of the per-tensor FP32 scale T an NVFP4 encoder takes with a group.
 TENSOR_SCALE_BITS = 32
-#: Parameters a unit takes when they are not given.
-DEFAULTS = {"residual": "none", "stages": 3, "lanes": 64, "accum": "window"}
+#: Parameters a unit takes when they are not given; a dot unit takes back end ``"accum"``
+#: where its residual mode has it and the reference one elsewhere (:func:`default_accum`).
+DEFAULTS = {"residual": "none", "stages": 3, "lanes": 64, "accum": "bounded"}
 
 
 @dataclass(frozen=True)
@@ -141,6 +147,16 @@ def accums_of(name, residual=None):
     return tuple(a for a in spec.accums if residual in limits.get(a, spec.residuals))
 
 
+def default_accum(name, residual=DEFAULTS["residual"]):
+    """The back end unit ``name`` with ``residual`` is built with when none is given:
+    ``DEFAULTS["accum"]`` where the pair has it, else :data:`REFERENCE_ACCUM` (None for an
+    encoder)."""
+    have = accums_of(name, residual)
+    if not have:
+        return None
+    return DEFAULTS["accum"] if DEFAULTS["accum"] in have else REFERENCE_ACCUM
+
+
 def check_params(unit, residual, stages, lanes, accum=None):
     """Raise ``ValueError`` with a one-line message unless the parameters are valid
     (``accum`` None: not checked; an encoder takes none)."""
@@ -169,27 +185,33 @@ def check_params(unit, residual, stages, lanes, accum=None):
 
 def resolve(unit, residual=None, stages=None, lanes=None, accum=None):
     """``{"residual", "stages", "lanes"}`` and, for a dot unit, ``"accum"``, completed from
-    ``DEFAULTS`` and checked."""
+    ``DEFAULTS`` (the back end: :func:`default_accum`) and checked."""
     given = {"residual": residual, "stages": stages, "lanes": lanes}
-    if unit_spec(unit).kind == "dot" or accum is not None:
-        given["accum"] = accum
     full = {k: DEFAULTS[k] if v is None else v for k, v in given.items()}
+    if unit_spec(unit).kind == "dot" or accum is not None:
+        full["accum"] = accum
+        if accum is None and full["residual"] in residuals_of(unit):
+            full["accum"] = default_accum(unit, full["residual"])
     check_params(unit, **full)
     return full
 
 
-def module_name(unit, residual, stages, lanes, accum=DEFAULTS["accum"]):
-    """Verilog module name, e.g. ``hif4_dot_r24_s3_l64`` (a dot unit),
-    ``hif4_dot_r24_s3_l64_bnd`` (with the bounded back end, ``ACCUM_TAGS``) or
-    ``hif4_quant_r24_s3_l64`` (an encoder)."""
-    infix = "_dot" if unit_spec(unit).kind == "dot" else ""
-    return f"{unit}{infix}_{RESIDUAL_TAGS[residual]}_s{stages}_l{lanes}{ACCUM_TAGS[accum]}"
+def module_name(unit, residual, stages, lanes, accum=None):
+    """Verilog module name, e.g. ``hif4_dot_r24_s3_l64`` (a dot unit with the reference
+    back end), ``hif4_dot_r24_s3_l64_bnd`` (with the bounded one, ``ACCUM_TAGS``) or
+    ``hif4_quant_r24_s3_l64`` (an encoder); a dot unit's ``accum`` left None is its default
+    one (:func:`default_accum`)."""
+    if unit_spec(unit).kind != "dot":
+        return f"{unit}_{RESIDUAL_TAGS[residual]}_s{stages}_l{lanes}"
+    tag = ACCUM_TAGS[accum or default_accum(unit, residual)]
+    return f"{unit}_dot_{RESIDUAL_TAGS[residual]}_s{stages}_l{lanes}{tag}"
 
 
 def parse_module_name(name):
-    """Inverse of :func:`module_name`: ``(unit, residual, stages, lanes, accum)``, or None."""
+    """Inverse of :func:`module_name`: ``(unit, residual, stages, lanes, accum)`` (an
+    encoder's ``accum`` is None), or None."""
     for cfg in all_configs():
-        for accum in accums_of(cfg[0], cfg[1]) or (DEFAULTS["accum"],):
+        for accum in accums_of(cfg[0], cfg[1]) or (None,):
             if module_name(*cfg, accum) == name:
                 return (*cfg, accum)
     return None

@@ -12,7 +12,7 @@ from amaranth.hdl import Module, Signal, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hif4spec import STEP_ELEMS, check_params, module_name, residuals_of
+from hif4spec import STEP_ELEMS, check_params, default_accum, module_name, residuals_of
 
 from .accum import Accumulator, accum_layout
 from .backend import make_adder
@@ -67,7 +67,8 @@ class DotUnit(wiring.Component):
         Element products per cycle (``hif4spec.LANES``); a step takes ``64 // lanes``
         cycles.
     accum : str
-        The accumulator back end (``hif4spec.accums_of(unit)``, :mod:`hwgen.backend`).
+        The accumulator back end (``hif4spec.accums_of(unit)``, :mod:`hwgen.backend`);
+        None: the unit's default one (``hif4spec.default_accum``).
 
     Members
     -------
@@ -100,7 +101,7 @@ class DotUnit(wiring.Component):
     #: Bound on the difference of two terms' exponent fields, or None.
     _max_exp_diff = None
 
-    def __init__(self, *, residual="none", stages=3, lanes=64, accum="window"):
+    def __init__(self, *, residual="none", stages=3, lanes=64, accum=None):
         allowed = residuals_of(self.unit)
         if residual not in allowed:
             if allowed == ("none",):
@@ -108,6 +109,7 @@ class DotUnit(wiring.Component):
                                  f"be 'none', not {residual!r}")
             raise ValueError(f"Residual must be one of {', '.join(map(repr, allowed))}, "
                              f"not {residual!r}")
+        accum = accum or default_accum(self.unit, residual)
         check_params(self.unit, residual, stages, lanes, accum)
         self._residual, self._stages, self._lanes = residual, stages, lanes
         self._accum = accum

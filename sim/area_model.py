@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from hif4spec import REFERENCE_ACCUM
+
 __all__ = [
     "FEATURES", "COEFFS_PATH", "Component", "AreaEstimate", "load_coeffs",
     "component_cost", "features", "unit_inventory", "estimate_unit", "estimate_manifest",
@@ -177,7 +179,7 @@ def is_front_block(block):
 _CALIBRATION = {"window": "calibration", "bounded": "calibration_bounded"}
 
 
-def _estimate(components, coeffs=None, unit=None, accum="window"):
+def _estimate(components, coeffs=None, unit=None, accum=REFERENCE_ACCUM):
     coeffs = coeffs or load_coeffs()
     unit_calib = coeffs.get("units", {}).get(unit) or {}
     blocks = {}
@@ -204,7 +206,7 @@ def estimate_manifest(manifest, coeffs=None):
     if not isinstance(manifest, dict):
         manifest = json.loads(Path(manifest).read_text())
     return _estimate(unit_inventory(manifest), coeffs, manifest["unit"],
-                     manifest.get("parameters", {}).get("accum", "window"))
+                     manifest.get("parameters", {}).get("accum", REFERENCE_ACCUM))
 
 
 def estimate_unit(unit, residual=None, stages=None, lanes=None, coeffs=None, accum=None):

@@ -389,7 +389,7 @@ def _save_json_table(table, path):
 
 def synth_items(configs, build=None, accum=None):
     """``[(module, verilog_text, manifest), ...]`` of the configurations with back end
-    ``accum`` (default: the default one), generated (cached) under ``build`` (default
+    ``accum`` (default: each one's default), generated (cached) under ``build`` (default
     ``build/units``)."""
     from sim.cost.table import generate_config
 
@@ -497,22 +497,11 @@ def merge_verify(path, sha, entry):
         _save_json_table(table, path)
 
 
-def _params(residual, stages, lanes, accum):
-    """A configuration's generator parameters; the default back end is left implicit (its
-    generation cache key stays as it was)."""
-    from hif4spec import DEFAULTS
-
-    params = {"residual": residual, "stages": stages, "lanes": lanes}
-    if accum not in (None, DEFAULTS["accum"]):
-        params["accum"] = accum
-    return params
-
-
 def verify_sweep(configs, *, path=None, cluster=None, jobs=1, retries=2, progress=True,
                  vectors=2000, seed=1, sim="verilator", valid_prob=0.9, ready_prob=0.9,
                  build_root=None, accum=None):
     """Verify ``configs`` (``[(unit, residual, stages, lanes)]``, with accumulator back end
-    ``accum``, default the default one) into the verification table at ``path`` (default
+    ``accum``, default each one's default) into the verification table at ``path`` (default
     :data:`VERIFY_TABLE`); returns the :class:`Report`.
 
     The table maps the SHA-256 of each verified Verilog text to its entry: module, unit,
@@ -522,7 +511,7 @@ def verify_sweep(configs, *, path=None, cluster=None, jobs=1, retries=2, progres
     the same settings is skipped. A mismatch is a result, not a failure: it is recorded
     and the task is not run again.
     """
-    from hif4spec import module_name
+    from hif4spec import module_name, resolve
     from sim.bench.runner import generate_cached
 
     path = Path(path or VERIFY_TABLE)
@@ -533,7 +522,7 @@ def verify_sweep(configs, *, path=None, cluster=None, jobs=1, retries=2, progres
     tasks = []
     gen_root = Path(build_root or ROOT / "build") / "rtl"
     for unit, residual, stages, lanes in configs:
-        params = _params(residual, stages, lanes, accum)
+        params = resolve(unit, residual, stages, lanes, accum)
         name = module_name(unit, **params)
         verilog, _ = generate_cached(unit, params, gen_root / name)
         entry = held.get(hashlib.sha256(verilog.read_bytes()).hexdigest())
@@ -578,7 +567,7 @@ def energy_task(unit, params, settings, build_root, backend):
 def energy_sweep(configs, *, path=None, cluster=None, jobs=1, retries=2, progress=True,
                  stimuli=None, steps=None, seed=0, build_root=None, backend=None, accum=None):
     """Measure the energy per MAC of ``configs`` (``[(unit, residual, stages, lanes)]``,
-    with accumulator back end ``accum``, default the default one) into the energy table at
+    with accumulator back end ``accum``, default each one's default) into the energy table at
     ``path`` (default :data:`ENERGY_TABLE`); returns the :class:`Report`.
 
     The table maps the SHA-256 of each measured Verilog text to its entry: module, unit,
@@ -587,7 +576,7 @@ def energy_sweep(configs, *, path=None, cluster=None, jobs=1, retries=2, progres
     stimulus. A configuration whose Verilog the table holds with the same settings is
     skipped.
     """
-    from hif4spec import module_name
+    from hif4spec import module_name, resolve
     from sim.bench.runner import generate_cached
     from sim.cost.energy import DEFAULT_STEPS, STIMULI
     from sim.cost.netlist import FLOW_VERSION
@@ -600,7 +589,7 @@ def energy_sweep(configs, *, path=None, cluster=None, jobs=1, retries=2, progres
     tasks = []
     gen_root = Path(build_root or ROOT / "build") / "rtl"
     for unit, residual, stages, lanes in configs:
-        params = _params(residual, stages, lanes, accum)
+        params = resolve(unit, residual, stages, lanes, accum)
         name = module_name(unit, **params)
         verilog, _ = generate_cached(unit, params, gen_root / name)
         entry = held.get(hashlib.sha256(verilog.read_bytes()).hexdigest())

@@ -7,7 +7,7 @@ import shutil
 from sim.bench import runner
 from sim.cli import main
 
-MODULE = "nvfp4_dot_rnone_s3_l64"
+MODULE = "nvfp4_dot_rnone_s3_l64_bnd"     # the default back end's unit
 
 
 def test_verilator_and_cocotb_are_installed():

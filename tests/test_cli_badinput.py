@@ -421,7 +421,7 @@ def test_waves_too_large_is_refused_before_the_build(tmp_path, capsys, monkeypat
         raise AssertionError("built")
 
     monkeypatch.setattr(runner, "build", build)
-    argv = ["verify", "--unit", "nvfp4", "--lanes", "16", "--waves",
+    argv = ["verify", "--unit", "nvfp4", "--lanes", "16", "--accum", "window", "--waves",
             "--build-dir", str(tmp_path / "build")]
     assert main(argv) == 2
     err = capsys.readouterr().err

@@ -7,6 +7,7 @@ import shutil
 
 import pytest
 
+from hif4spec import module_name
 from sim.cli import main
 from sim.cost.estimate import RTL_DIR, find_manifests, select_manifest
 
@@ -24,9 +25,16 @@ def test_rtl_out_holds_the_standard_set():
          "_s3_l64" for u, r in STANDARD]
         + ["hif4_dot_rnone_s3_l64_bnd", "hif4_dot_r24_s3_l64_bnd", "mxfp4_dot_rnone_s3_l64_bnd",
            "nvfp4_dot_rnone_s3_l64_bnd"])
+    bounded = (("hif4", "none"), ("hif4", "2:4"), ("mxfp4", "none"), ("nvfp4", "none"))
     for u, r in STANDARD:
-        assert select_manifest(found, u, r)[1]["parameters"].get("accum", "window") == "window"
-        if (u, r) in (("hif4", "none"), ("hif4", "2:4"), ("mxfp4", "none"), ("nvfp4", "none")):
+        # not asked for, a dot unit's back end is bounded where the pair has it
+        picked = select_manifest(found, u, r)[1]
+        assert picked["parameters"].get("accum") == (
+            None if u.endswith("_quant") else "bounded" if (u, r) in bounded else "window")
+        if not u.endswith("_quant"):
+            window = select_manifest(found, u, r, accum="window")[1]
+            assert window["module"] == picked["module"].removesuffix("_bnd")
+        if (u, r) in bounded:
             assert select_manifest(found, u, r, accum="bounded")[1]["module"].endswith("_bnd")
 
 
@@ -172,8 +180,8 @@ def _fake_variant(folder, module, **changes):
     man = json.loads((RTL_DIR / f"{module}.json").read_text())
     man["parameters"].update(changes)
     par = man["parameters"]
-    tag = {"none": "rnone", "2:4": "r24"}[par["residual"]]
-    man["module"] = name = f"{man['unit']}_dot_{tag}_s{par['stages']}_l{par['lanes']}"
+    man["module"] = name = module_name(man["unit"], par["residual"], par["stages"], par["lanes"],
+                                       par["accum"])
     (folder / f"{name}.json").write_text(json.dumps(man))
     shutil.copy(RTL_DIR / f"{module}.v", folder / f"{name}.v")
     return name
@@ -184,8 +192,8 @@ def test_selection_is_explicit(tmp_path, capsys):
     the option that tells them apart; that option then picks one, and the command says
     which."""
     for suffix in ("v", "json"):
-        shutil.copy(RTL_DIR / f"hif4_dot_rnone_s3_l64.{suffix}", tmp_path)
-    _fake_variant(tmp_path, "hif4_dot_rnone_s3_l64", lanes=16)
+        shutil.copy(RTL_DIR / f"hif4_dot_rnone_s3_l64_bnd.{suffix}", tmp_path)
+    _fake_variant(tmp_path, "hif4_dot_rnone_s3_l64_bnd", lanes=16)
     common = ["--unit", "hif4", "--rtl-dir", str(tmp_path)]
     for argv in (["simulate", *common, "--gemm", "4x64x4"],
                  ["estimate", *common, "--residual", "none"],
@@ -194,17 +202,17 @@ def test_selection_is_explicit(tmp_path, capsys):
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1, err
         assert "2 generated modules match unit hif4, residual none" in err[0]
-        assert "hif4_dot_rnone_s3_l16.v, hif4_dot_rnone_s3_l64.v; pick one with --lanes" \
-            in err[0]
+        assert ("hif4_dot_rnone_s3_l16_bnd.v, hif4_dot_rnone_s3_l64_bnd.v; pick one with "
+                "--lanes") in err[0]
     assert main(["simulate", *common, "--lanes", "16", "--gemm", "4x64x4", "--json"]) == 0
     captured = capsys.readouterr()
-    assert json.loads(captured.out)["module"] == "hif4_dot_rnone_s3_l16"
-    assert captured.err.strip().endswith("using " + str(tmp_path / "hif4_dot_rnone_s3_l16.v"))
+    assert json.loads(captured.out)["module"] == "hif4_dot_rnone_s3_l16_bnd"
+    assert captured.err.strip().endswith("using " + str(tmp_path / "hif4_dot_rnone_s3_l16_bnd.v"))
     assert main(["estimate", *common, "--residual", "none", "--stages", "3", "--lanes", "64",
                  "--json"]) == 0
     captured = capsys.readouterr()
-    assert [r["module"] for r in json.loads(captured.out)] == ["hif4_dot_rnone_s3_l64"]
-    assert "using " + str(tmp_path / "hif4_dot_rnone_s3_l64.v") in captured.err
+    assert [r["module"] for r in json.loads(captured.out)] == ["hif4_dot_rnone_s3_l64_bnd"]
+    assert "using " + str(tmp_path / "hif4_dot_rnone_s3_l64_bnd.v") in captured.err
 
 
 def test_manifest_option(tmp_path, capsys):

@@ -15,9 +15,9 @@
 import numpy as np
 import pytest
 
-from hif4spec import (DEFAULTS, LANES, STAGES, accums_of, all_configs, module_name,
-                      output_fields, parse_module_name, payload_fields, standard_set,
-                      unit_spec, units_of_kind)
+from hif4spec import (DEFAULTS, LANES, REFERENCE_ACCUM, STAGES, accums_of, all_configs,
+                      default_accum, module_name, output_fields, parse_module_name,
+                      payload_fields, resolve, standard_set, unit_spec, units_of_kind)
 
 ENCODERS = ("hif4_quant", "mxfp4_quant", "nvfp4_quant")
 
@@ -27,11 +27,14 @@ def test_registry_kinds_and_names():
     assert [u.name for u in units_of_kind("dot")] == ["hif4", "mxfp4", "nvfp4"]
     assert {unit_spec(u).fmt for u in ENCODERS} == {"hif4", "mxfp4", "nvfp4"}
     assert module_name("hif4_quant", "2:4", 3, 64) == "hif4_quant_r24_s3_l64"
-    assert module_name("hif4", "2:4", 3, 64) == "hif4_dot_r24_s3_l64"
+    assert module_name("hif4", "2:4", 3, 64, "window") == "hif4_dot_r24_s3_l64"
     assert module_name("hif4", "2:4", 3, 64, "bounded") == "hif4_dot_r24_s3_l64_bnd"
     assert module_name("mxfp4", "dense", 3, 64, "trunc") == "mxfp4_dot_rdense_s3_l64_trc"
+    # a dot unit's default back end: bounded where the pair has it, else the reference
+    assert module_name("hif4", "2:4", 3, 64) == "hif4_dot_r24_s3_l64_bnd"
+    assert module_name("mxfp4", "2:4", 3, 64) == "mxfp4_dot_r24_s3_l64"
     for cfg in all_configs():
-        for accum in accums_of(cfg[0], cfg[1]) or ("window",):
+        for accum in accums_of(cfg[0], cfg[1]) or (None,):
             assert parse_module_name(module_name(*cfg, accum)) == (*cfg, accum)
     assert parse_module_name("hif4_dot_r24_s3_l64_window") is None
     assert len(all_configs("encoder")) == 7 * len(STAGES) * len(LANES)
@@ -41,6 +44,26 @@ def test_registry_kinds_and_names():
                        ("mxfp4_quant", "2:4"), ("nvfp4_quant", "none")]
     with pytest.raises(ValueError, match="kind"):
         units_of_kind("decoder")
+
+
+def test_default_accumulator_back_end():
+    """Not asked for, a dot unit gets the bounded back end where its residual mode has it
+    and the reference full window elsewhere (MXFP4 with a residual); an encoder none. The
+    registry, the names, the generators and the CLI's parameters all take that one."""
+    from hwgen.units import build_unit
+
+    assert DEFAULTS["accum"] == "bounded" and REFERENCE_ACCUM == "window"
+    for unit, residual, *_ in all_configs():
+        have = accums_of(unit, residual)
+        want = None if not have else "bounded" if "bounded" in have else "window"
+        assert default_accum(unit, residual) == want
+        assert resolve(unit, residual).get("accum") == want
+    assert default_accum("mxfp4", "2:4") == default_accum("mxfp4", "dense") == "window"
+    assert default_accum("hif4") == default_accum("nvfp4") == default_accum("mxfp4") == "bounded"
+    assert build_unit("hif4", residual="dense").accum == "bounded"
+    assert build_unit("mxfp4", residual="dense").accum == "window"
+    assert build_unit("mxfp4", residual="dense").module_name == "mxfp4_dot_rdense_s3_l64"
+    assert build_unit("nvfp4").module_name == "nvfp4_dot_rnone_s3_l64_bnd"
 
 
 def test_payload_and_output_fields():

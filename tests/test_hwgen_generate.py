@@ -61,10 +61,11 @@ def test_manifest_of_the_2_4_unit():
 def test_generate_one_unit(tmp_path, capsys):
     assert main(["generate", "--unit", "hif4", "--residual", "none", "--stages", "1",
                  "--lanes", "16", "--out", str(tmp_path)]) == 0
-    m = json.loads((tmp_path / "hif4_dot_rnone_s1_l16.json").read_text())
-    assert (m["latency"], m["ii"]) == (1, 4)
-    assert (tmp_path / "hif4_dot_rnone_s1_l16.v").exists()
-    assert "hif4_dot_rnone_s1_l16.v" in capsys.readouterr().out
+    # the default back end, bounded: its module name ends in _bnd
+    m = json.loads((tmp_path / "hif4_dot_rnone_s1_l16_bnd.json").read_text())
+    assert (m["latency"], m["ii"], m["parameters"]["accum"]) == (1, 4, "bounded")
+    assert (tmp_path / "hif4_dot_rnone_s1_l16_bnd.v").exists()
+    assert "hif4_dot_rnone_s1_l16_bnd.v" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -184,6 +184,6 @@ def test_latency_and_ii(stages, lanes, latency):
     unit = HiF4DotUnit(residual="2:4", stages=stages, lanes=lanes)
     assert unit.latency == latency
     assert unit.ii == 64 // lanes
-    assert unit.module_name == f"hif4_dot_r24_s{stages}_l{lanes}"
+    assert unit.module_name == f"hif4_dot_r24_s{stages}_l{lanes}_bnd"   # the default back end
     regs = [s for s in unit.timing["pipeline"] if s["kind"] in ("register", "accumulator")]
     assert len(regs) == stages

@@ -136,6 +136,29 @@ def test_verify_sweep_of_another_back_end(tmp_path, capsys):
     assert "0 configurations done, 1 already in the table" in capsys.readouterr().out
 
 
+def test_a_sweep_without_accum_takes_each_configurations_default(tmp_path, monkeypatch):
+    """No ``--accum``: every configuration of the selection, each with its default back end
+    (bounded where the pair has it, the full window for MXFP4 with a residual); with
+    ``--accum bounded`` the pairs without it are left out. The tasks are captured, not
+    run."""
+    ran = []
+
+    def fake_run_tasks(tasks, on_result, *, report=None, **kwargs):
+        ran.append(sorted((t.name, t.args[1].get("accum")) for t in tasks))
+        return report or sweep.Report()
+
+    monkeypatch.setattr(sweep, "run_tasks", fake_run_tasks)
+    common = ["sweep", "verify", "--unit", "hif4,mxfp4", "--residual", "2:4", "--stages", "3",
+              "--lanes", "64", "--quiet", "--table", str(tmp_path / "v.json"),
+              "--build-dir", str(tmp_path / "build")]
+    assert main(common) == 0
+    assert main(common + ["--accum", "bounded"]) == 0
+    assert main(common + ["--accum", "window"]) == 0
+    assert ran == [[("hif4_dot_r24_s3_l64_bnd", "bounded"), ("mxfp4_dot_r24_s3_l64", "window")],
+                   [("hif4_dot_r24_s3_l64_bnd", "bounded")],
+                   [("hif4_dot_r24_s3_l64", "window"), ("mxfp4_dot_r24_s3_l64", "window")]]
+
+
 def test_verify_table_merge_replaces_the_old_verilog_of_a_module(tmp_path):
     path = tmp_path / "v.json"
     sweep.merge_verify(path, "a" * 64, {"module": "m", "mismatches": 0})

@@ -129,7 +129,7 @@ def test_synthesis_table_covers_every_configuration():
 
     tab = table.load_table()
     assert len(all_configs("dot")) == 84
-    assert table.missing_configs(tab) == []
+    assert table.missing_configs(tab, "window") == []
     modules = [entry["manifest"]["module"] for entry in tab.values()
                if table._config_of(entry["manifest"], "window") in set(all_configs("dot"))]
     assert len(modules) == len(set(modules)) == 84, "stale entries of a regenerated module"
@@ -189,7 +189,8 @@ def test_native_backend_reproduces_a_recorded_unit(tmp_path, checkpoint):
                   if e["manifest"]["module"] == man["module"]), None)
     assert entry is not None
     man = entry["manifest"]
-    verilog, _ = generate_cached(man["unit"], dict(man["parameters"]), tmp_path / "unit")
+    params = {"accum": "window", **man["parameters"]}     # recorded before back ends existed
+    verilog, _ = generate_cached(man["unit"], params, tmp_path / "unit")
     text = verilog.read_text()
     assert synth.verilog_sha256(text) in table.load_table(), "generator changed; refit"
     res = synth.synthesize_text(text, man["module"], cache_dir=tmp_path / "cache",
@@ -322,8 +323,8 @@ def test_sweep_resumes_checkpointed_units_first(monkeypatch):
     monkeypatch.setattr(synth, "has_checkpoint",
                         lambda text, top, cache_dir=None: top == "mxfp4_dot_rnone_s4_l64")
     configs = [("mxfp4", "none", 4, 64), ("nvfp4", "none", 4, 16)]
-    table.synthesize_sweep(configs=configs, checkpoint=True)
-    table.synthesize_sweep(configs=configs, checkpoint=False)
+    table.synthesize_sweep(configs=configs, checkpoint=True, accum="window")
+    table.synthesize_sweep(configs=configs, checkpoint=False, accum="window")
     assert seen[True] == ["mxfp4_dot_rnone_s4_l64", "nvfp4_dot_rnone_s4_l16"]
     assert seen[False] == ["nvfp4_dot_rnone_s4_l16", "mxfp4_dot_rnone_s4_l64"]
 

@@ -10,8 +10,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from hif4spec import (ACCUMS, DEFAULTS, TRUNC_BITS, LANES, RESIDUAL_MODES, STAGES, STEP_ELEMS, UNITS,
-                      check_params, unit_spec, units_of_kind)
+from hif4spec import (ACCUMS, DEFAULTS, REFERENCE_ACCUM, TRUNC_BITS, LANES, RESIDUAL_MODES, STAGES,
+                      STEP_ELEMS, UNITS, check_params, unit_spec, units_of_kind)
 
 __all__ = ["CLIError", "ToolError", "output_option", "check_output_file", "check_output_folder",
            "make_folder", "write_files", "atomic_output", "load_npy", "parse_choice_list",
@@ -258,7 +258,8 @@ def add_unit_options(parser, *, several=False, rtl=None, unit_default=None, unit
                                  f"wider than one term; both exact) or trunc (aligned to the "
                                  f"largest operand, {TRUNC_BITS} extra bits, truncated: not "
                                  f"exact, for comparison) ({with_accum}{also}; default "
-                                 f"{DEFAULTS['accum']})")
+                                 f"{DEFAULTS['accum']} where the unit and residual mode have "
+                                 f"it, else {REFERENCE_ACCUM})")
     if rtl:
         group = parser.add_mutually_exclusive_group()
         where = ("read the modules here instead of generating them" if rtl == "generate"

@@ -4,8 +4,8 @@ as independent tasks, in a local process pool or on a Ray cluster (:mod:`sim.swe
 import sys
 from pathlib import Path
 
-from hif4spec import (ACCUMS, DEFAULTS, LANES, RESIDUAL_MODES, STAGES, accums_of, all_configs,
-                      units_of_kind)
+from hif4spec import (ACCUMS, DEFAULTS, LANES, REFERENCE_ACCUM, RESIDUAL_MODES, STAGES, accums_of,
+                      all_configs, units_of_kind)
 
 from ._util import (CLIError, check_output_file, check_output_folder, display_path,
                     output_option, parse_choice_list)
@@ -66,8 +66,9 @@ def register(subparsers):
                           "(default: all)")
     sel.add_argument("--accum", choices=ACCUMS, default=None,
                      help="accumulator back end of the swept units; configurations whose unit "
-                          "and residual mode lack it are left out (default "
-                          f"{DEFAULTS['accum']}; also with --all)")
+                          "and residual mode lack it are left out (default: each "
+                          f"configuration's, {DEFAULTS['accum']} where it has it, else "
+                          f"{REFERENCE_ACCUM}; also with --all)")
     where = p.add_argument_group("where and how")
     where.add_argument("--cluster", metavar="ADDRESS",
                      help="run on Ray: ray://HOST:PORT (Ray Client), HOST:PORT (the head's "
@@ -134,9 +135,10 @@ def selection(args):
                                   "residual mode")
     stages = _int_list(args.stages or ",".join(map(str, STAGES)), STAGES, "stage count")
     lanes = _int_list(args.lanes or ",".join(map(str, LANES)), LANES, "lane count")
-    accum = args.accum or DEFAULTS["accum"]
+    accum = args.accum
     picked = [c for c in all_configs("dot") if c[0] in units and c[1] in residuals
-              and c[2] in stages and c[3] in lanes and accum in accums_of(c[0], c[1])]
+              and c[2] in stages and c[3] in lanes
+              and (accum is None or accum in accums_of(c[0], c[1]))]
     if not picked:
         with_accum = "" if args.accum is None else f"; back end {args.accum} with " + ", ".join(
             f"{u.name} {'/'.join(r for r in u.residuals if accum in accums_of(u.name, r))}"

@@ -47,20 +47,27 @@ def select_manifest(manifests, unit, residual=None, stages=None, lanes=None, acc
     """The one ``(verilog_path, manifest)`` of ``manifests`` matching the given parameters.
 
     A parameter left None matches any value, but ``accum``: a dot unit's back end left None
-    is the default one (``hif4spec.DEFAULTS``), so that both back ends can share a folder.
+    is the default one of the manifest's residual mode (``hif4spec.default_accum``), so
+    that several back ends can share a folder.
     No match, or more than one, raises
     ``LookupError`` with a one-line message naming the candidates and, for several, the
     option (``--residual``, ``--stages``, ``--lanes``) that tells them apart; ``where`` (a
     folder) is named in the message.
     """
-    from hif4spec import DEFAULTS, unit_spec
+    from hif4spec import REFERENCE_ACCUM, default_accum, unit_spec
 
     want = {"residual": residual, "stages": stages, "lanes": lanes}
     if unit_spec(unit).kind == "dot":
-        want["accum"] = DEFAULTS["accum"] if accum is None else accum
+        want["accum"] = accum
+
+    def matches(m):
+        wanted = dict(want)
+        if "accum" in wanted and accum is None:
+            wanted["accum"] = default_accum(unit, _param(m, "residual")) or REFERENCE_ACCUM
+        return all(x is None or _param(m, k) == x for k, x in wanted.items())
+
     of_unit = [(v, m) for v, m in manifests if m.get("unit") == unit]
-    cands = [(v, m) for v, m in of_unit
-             if all(x is None or _param(m, k) == x for k, x in want.items())]
+    cands = [(v, m) for v, m in of_unit if matches(m)]
     if len(cands) == 1:
         return cands[0]
     # the default back end, not asked for, is left out of the message
@@ -92,11 +99,11 @@ def accum_for(unit, accum, residual=None):
 
 def _param(manifest, key):
     """A manifest's parameter; a dot unit's manifest written before back ends could be
-    chosen has the default one."""
-    from hif4spec import DEFAULTS
+    chosen has the reference one."""
+    from hif4spec import REFERENCE_ACCUM
 
     par = manifest.get("parameters", {})
-    return par.get(key, DEFAULTS["accum"]) if key == "accum" else par.get(key)
+    return par.get(key, REFERENCE_ACCUM) if key == "accum" else par.get(key)
 
 
 def _rel(path):
@@ -383,14 +390,15 @@ def _format_dot(rows, freq_ghz):
 
 
 def plot_rows(rows, path):
-    """Bar charts of area per MAC and of throughput per area for each configuration."""
+    """Bar charts of area per MAC and of throughput per area for each configuration, each
+    labelled with its unit, residual mode and accumulator back end."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     rows = [r for r in rows if r["kind"] == "dot"]
-    labels = [f"{r['unit']}\n{r['residual']}" for r in rows]
+    labels = [f"{r['unit']}\n{r['residual']}\n{r['accum']}" for r in rows]
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     x = range(len(rows))
     model = [r["area_model_nand2"] / r["macs_per_cycle_unit"] for r in rows]

@@ -207,48 +207,43 @@ def sweep_configs(accum=None):
     """Every dot-unit configuration, ``[(unit, residual, stages, lanes), ...]``: the full
     grid unit x residual x stages x lanes of the registry's dot-product units (the encoders'
     rows are the standard set's, recorded by :func:`record_verilog`), with accumulator back
-    end ``accum`` (default: the default one) where a unit has it."""
-    from hif4spec import DEFAULTS, accums_of
+    end ``accum`` where a unit has it (None: every configuration, each with its default
+    back end, ``hif4spec.default_accum``)."""
+    from hif4spec import accums_of
     from hwgen.units import all_configs
 
-    accum = accum or DEFAULTS["accum"]
-    return [c for c in all_configs("dot") if accum in accums_of(c[0], c[1])]
+    return [c for c in all_configs("dot") if accum is None or accum in accums_of(c[0], c[1])]
 
 
 def missing_configs(table=None, accum=None):
     """The configurations of :func:`sweep_configs` (``accum``) with no entry in the table."""
-    from hif4spec import DEFAULTS
-
     table = load_table() if table is None else table
-    accum = accum or DEFAULTS["accum"]
     have = {_config_of(entry["manifest"], accum) for entry in table.values()}
     return [c for c in sweep_configs(accum) if c not in have]
 
 
 def _config_of(manifest, accum):
-    """``(unit, residual, stages, lanes)`` of an entry of back end ``accum``'s grid, else
-    None (an encoder's entry has no back end and counts for the default one)."""
-    from hif4spec import DEFAULTS
+    """``(unit, residual, stages, lanes)`` of an entry of back end ``accum``'s grid (None:
+    each configuration's default back end), else None (an encoder's entry has no back end
+    and is in no grid)."""
+    from hif4spec import REFERENCE_ACCUM, default_accum
 
     p = manifest["parameters"]
-    if p.get("accum", DEFAULTS["accum"]) != accum:
+    want = accum or default_accum(manifest["unit"], p["residual"])
+    if want is None or p.get("accum", REFERENCE_ACCUM) != want:
         return None
     return (manifest["unit"], p["residual"], p["stages"], p["lanes"])
 
 
 def generate_config(unit, residual, stages, lanes, out_dir, accum=None):
-    """Generate one configuration, with back end ``accum`` (default: the default one)
-    (cached, ``sim.bench.runner.generate_cached``)."""
-    from hif4spec import DEFAULTS
+    """Generate one configuration, with back end ``accum`` (default: the configuration's
+    default one) (cached, ``sim.bench.runner.generate_cached``)."""
+    from hif4spec import resolve
     from hwgen.units import module_name
     from sim.bench.runner import generate_cached
 
-    accum = accum or DEFAULTS["accum"]
-    module = module_name(unit, residual, stages, lanes, accum)
-    params = {"residual": residual, "stages": stages, "lanes": lanes}
-    if accum != DEFAULTS["accum"]:          # the default back end's key stays as it was
-        params["accum"] = accum
-    verilog, _ = generate_cached(unit, params, Path(out_dir) / module)
+    params = resolve(unit, residual, stages, lanes, accum)
+    verilog, _ = generate_cached(unit, params, Path(out_dir) / module_name(unit, **params))
     return verilog
 
 
@@ -315,14 +310,12 @@ def report_model_vs_synth(table=None, *, verbose=False, coeffs=None):
                 name, _, _, _, err, _ = max(subset, key=lambda r: abs(r[4]))
                 print(f"worst-case model error vs synthesis{label}: {err:+.1%} ({name}) over "
                       f"{len(subset)} configurations")
-        from hif4spec import DEFAULTS, EXACT_ACCUMS
+        from hif4spec import EXACT_ACCUMS
 
         for accum in EXACT_ACCUMS:
             missing = missing_configs(table, accum)
             if missing:
-                default = accum == DEFAULTS["accum"]
-                print(f"{len(missing)} of {len(sweep_configs(accum))} configurations"
-                      f"{'' if default else ' of the ' + accum + ' back end'} not synthesized "
-                      "yet; run python benchmarks/fit_area_model.py --units"
-                      f"{'' if default else ' --accum ' + accum}")
+                print(f"{len(missing)} of {len(sweep_configs(accum))} configurations of the "
+                      f"{accum} back end not synthesized yet; run python "
+                      f"benchmarks/fit_area_model.py --units --accum {accum}")
     return worst

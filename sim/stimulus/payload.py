@@ -9,7 +9,7 @@ step field sits at the bit positions of its ``hif4spec`` step layout.
 
 import numpy as np
 
-from hif4spec import DEFAULTS, EXACT_ACCUMS, TRUNC_BITS, payload_fields
+from hif4spec import EXACT_ACCUMS, REFERENCE_ACCUM, TRUNC_BITS, payload_fields
 
 from sim import dot
 
@@ -62,11 +62,11 @@ def manifest_accum(manifest):
     """``{"accum", "extra_bits"}`` of the dot unit a manifest describes: the keyword
     arguments of :func:`expected_words` that make its golden words."""
     acc = [st for st in manifest["timing"]["pipeline"] if st["stage"] == "acc"]
-    return {"accum": manifest["parameters"].get("accum", DEFAULTS["accum"]),
+    return {"accum": manifest["parameters"].get("accum", REFERENCE_ACCUM),
             "extra_bits": acc[0].get("extra_bits", TRUNC_BITS) if acc else TRUNC_BITS}
 
 
-def expected_words(unit, residual, s, accum="window", extra_bits=TRUNC_BITS):
+def expected_words(unit, residual, s, accum=REFERENCE_ACCUM, extra_bits=TRUNC_BITS):
     """``(words, steps)``: the golden words the unit emits (at the ``last`` steps) and their
     step indices, for accumulator back end ``accum`` (the exact ones agree; ``"trunc"``
     keeps ``extra_bits``).
