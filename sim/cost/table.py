@@ -256,10 +256,10 @@ def _model_nand2(verilog_path):
 
 def synthesize_sweep(*, jobs=1, progress=None, configs=None, hierarchical=False,
                      timeout=3600, backend=None, checkpoint=False, accum=None):
-    """Generate and synthesize every configuration of back end ``accum`` (default: the
-    default one; and ``rtl_out/``'s standard set) into the table, smallest first by the
-    area model, so that an interrupted run has recorded as many configurations as it could
-    (the table is saved after each one). With ``checkpoint``, units that a stopped run
+    """Generate and synthesize every configuration of back end ``accum`` (default: each
+    configuration with its default one; and ``rtl_out/``'s standard set) into the table,
+    smallest first by the area model, so that an interrupted run has recorded as many
+    configurations as it could (the table is saved after each one). With ``checkpoint``, units that a stopped run
     left checkpointed go first."""
     paths = sorted((ROOT / "rtl_out").glob("*.v"))
     build = ROOT / "build" / "units"
