@@ -37,6 +37,18 @@ def test_cache_key_covers_the_spec(tmp_path, monkeypatch):
     assert runner._generator_key("hif4", params) != key
 
 
+def test_a_regenerated_folder_holds_only_the_new_module(tmp_path):
+    """Another back end generated into the same cache folder replaces the files of the old
+    one, so the manifest returned is the new module's, not whichever file came first."""
+    params = {"residual": "none", "stages": 1, "lanes": 16}
+    for accum in ("window", "bounded", "window"):
+        verilog, manifest = runner.generate_cached("nvfp4", {**params, "accum": accum},
+                                                   tmp_path)
+        assert manifest["parameters"]["accum"] == accum
+        assert sorted(p.name for p in tmp_path.glob("*.*")) == sorted(
+            [verilog.name, f"{manifest['module']}.json", "gen.key"])
+
+
 def test_verify_rtl_dir_simulates_the_given_file(tmp_path, capsys):
     """The committed module passes; a copy whose Verilog is changed so that every output word
     differs fails with a mismatch, so the command ran that file and not a regeneration."""

@@ -195,7 +195,7 @@ def test_energy_from_toggles_weighs_by_load():
 def small_unit():
     from sim.bench.runner import REPO, generate_cached
 
-    params = {"residual": "none", "stages": 3, "lanes": 64}
+    params = {"residual": "none", "stages": 3, "lanes": 64, "accum": "window"}
     verilog, manifest = generate_cached("hif4", params,
                                         REPO / "build" / "rtl" / "hif4_dot_rnone_s3_l64")
     net = netlist.export_netlist(verilog, manifest["module"])

@@ -191,12 +191,16 @@ def test_rtl_out_lint_clean(module, tmp_path):
 
 
 def _fresh(module):
+    """The files the generator writes today for ``module`` (its back end read from its
+    name)."""
+    from hif4spec import parse_module_name
     from hwgen.emit import unit_files
 
-    unit, tag, stages, lanes = module.split("_")[0], *module.split("_")[2:]
-    residual = {"rnone": "none", "r24": "2:4", "rdense": "dense"}[tag]
-    return unit_files(build_unit(unit, residual=residual, stages=int(stages[1:]),
-                                 lanes=int(lanes[1:])))
+    unit, residual, stages, lanes, accum = parse_module_name(module)
+    files = unit_files(build_unit(unit, residual=residual, stages=stages, lanes=lanes,
+                                  accum=accum))
+    assert sorted(files) == [f"{module}.json", f"{module}.v"]
+    return files
 
 
 @pytest.mark.parametrize("module", [

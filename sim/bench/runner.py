@@ -119,7 +119,8 @@ def _generator_key(unit, params):
 
 
 def generate_cached(unit, params, folder):
-    """Generate unit ``unit`` with ``params`` into ``folder`` unless already there.
+    """Generate unit ``unit`` with ``params`` into ``folder`` unless already there (a
+    folder of its own: generating removes the Verilog and manifest of what it held before).
 
     Returns ``(verilog_path, manifest)``.
     """
@@ -131,6 +132,8 @@ def generate_cached(unit, params, folder):
     if not (stamp.exists() and stamp.read_text() == key):
         from hwgen.emit import unit_files
         files = unit_files(build_unit(unit, **params))
+        for old in [*folder.glob("*.v"), *folder.glob("*.json")]:
+            old.unlink()
         for name, text in files.items():
             (folder / name).write_text(text)
         stamp.write_text(key)
