@@ -122,8 +122,8 @@ def test_synthesis_table_covers_every_configuration():
     """The 10% bar is checked on every generated configuration: the grid unit x residual x
     stages x lanes of the registry, one entry each. The single-stage units with 64 lanes
     take Yosys from half an hour to nearly three hours each here (docs/results.md, "The area model");
-    ``python benchmarks/fit_area_model.py --units --timeout 0 --backend native --checkpoint``
-    redoes them across sessions if the generators change."""
+    ``python benchmarks/fit_area_model.py --units --accum window --timeout 0 --backend native
+    --checkpoint`` redoes them across sessions if the generators change."""
     from hif4spec import unit_spec
     from hwgen.units import all_configs
 
