@@ -35,8 +35,8 @@ from amaranth.hdl import ClockDomain, ClockSignal, Module, ResetSignal, Shape
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hif4spec import (STEP_ELEMS, check_params, module_name, output_fields, payload_fields,
-                      residuals_of, unit_spec)
+from hif4spec import (DEFAULTS, STEP_ELEMS, check_params, module_name, output_fields,
+                      payload_fields, residuals_of, unit_spec)
 
 from .parts import entries, probe
 from .stream import Deserializer, Map, Register, chain
@@ -84,7 +84,8 @@ class EncoderUnit(wiring.Component):
 
     unit = None
 
-    def __init__(self, *, residual="none", stages=3, lanes=64):
+    def __init__(self, *, residual=DEFAULTS["residual"], stages=DEFAULTS["stages"],
+                 lanes=DEFAULTS["lanes"]):
         allowed = residuals_of(self.unit)
         if residual not in allowed:
             if allowed == ("none",):

@@ -12,7 +12,7 @@ from amaranth.hdl import Module, Signal, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hif4spec import STEP_ELEMS, check_params, default_accum, module_name, residuals_of
+from hif4spec import DEFAULTS, STEP_ELEMS, check_params, default_accum, module_name, residuals_of
 
 from .accum import Accumulator, accum_layout
 from .backend import make_adder
@@ -101,7 +101,8 @@ class DotUnit(wiring.Component):
     #: Bound on the difference of two terms' exponent fields, or None.
     _max_exp_diff = None
 
-    def __init__(self, *, residual="none", stages=3, lanes=64, accum=None):
+    def __init__(self, *, residual=DEFAULTS["residual"], stages=DEFAULTS["stages"],
+                 lanes=DEFAULTS["lanes"], accum=None):
         allowed = residuals_of(self.unit)
         if residual not in allowed:
             if allowed == ("none",):

@@ -259,8 +259,8 @@ def synthesize_sweep(*, jobs=1, progress=None, configs=None, hierarchical=False,
     """Generate and synthesize every configuration of back end ``accum`` (default: each
     configuration with its default one; and ``rtl_out/``'s standard set) into the table,
     smallest first by the area model, so that an interrupted run has recorded as many
-    configurations as it could (the table is saved after each one). With ``checkpoint``, units that a stopped run
-    left checkpointed go first."""
+    configurations as it could (the table is saved after each one). With ``checkpoint``,
+    units that a stopped run left checkpointed go first."""
     paths = sorted((ROOT / "rtl_out").glob("*.v"))
     build = ROOT / "build" / "units"
     for unit, residual, stages, lanes in configs or sweep_configs(accum):
