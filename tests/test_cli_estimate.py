@@ -187,6 +187,24 @@ def _fake_variant(folder, module, **changes):
     return name
 
 
+def test_a_folder_without_the_default_back_end_names_the_one_it_has(tmp_path, capsys):
+    """A folder that holds only the full-window HiF4 unit (say, generated with --accum
+    window): the default (bounded) module is missing, and the one-line error says both how
+    to make it and which --accum uses what is there."""
+    for suffix in ("v", "json"):
+        shutil.copy(RTL_DIR / f"hif4_dot_rnone_s3_l64.{suffix}", tmp_path)
+    assert main(["estimate", "--unit", "hif4", "--residual", "none", "--rtl-dir",
+                 str(tmp_path)]) == 2
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    assert "no generated module for unit hif4, residual none in" in err
+    assert "make it with `hif4 generate --unit hif4 --residual none --out " in err
+    assert err.endswith("`, or give --accum window for what is there"), err
+    assert main(["estimate", "--unit", "hif4", "--residual", "none", "--accum", "window",
+                 "--rtl-dir", str(tmp_path), "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["module"] == "hif4_dot_rnone_s3_l64"
+
+
 def test_selection_is_explicit(tmp_path, capsys):
     """Several modules of one unit and residual: no guess, a one-line error naming them and
     the option that tells them apart; that option then picks one, and the command says

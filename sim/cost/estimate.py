@@ -79,8 +79,14 @@ def select_manifest(manifests, unit, residual=None, stages=None, lanes=None, acc
         command = "hif4 generate " + " ".join(
             [f"--unit {unit}"] + [f"--{k} {x}" for k, x in named.items()]
             + ([f"--out {_rel(where)}"] if where is not None else []))
+        # modules that differ only in their back end: name the option that picks one
+        others = sorted({_param(m, "accum") for _, m in of_unit
+                         if all(x is None or _param(m, k) == x
+                                for k, x in want.items() if k != "accum")}
+                        if "accum" in want else set())
+        also = f", or give --accum {'/'.join(others)} for what is there" if others else ""
         raise LookupError(f"no generated module for {given}{place} (modules of {unit}: "
-                          f"{have}); make it with `{command}`")
+                          f"{have}); make it with `{command}`{also}")
     differ = [k for k in ("residual", "stages", "lanes")
               if want[k] is None and len({m["parameters"].get(k) for _, m in cands}) > 1]
     names = ", ".join(Path(v).name for v, _ in cands)
