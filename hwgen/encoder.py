@@ -36,7 +36,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hif4spec import (DEFAULTS, STEP_ELEMS, check_params, module_name, output_fields,
-                      payload_fields, residuals_of, unit_spec)
+                      payload_fields, residuals_of)
 
 from .parts import entries, probe
 from .stream import Deserializer, Map, Register, chain

@@ -17,10 +17,6 @@ Netlists are cached (``build/netlist``, shared with ``hif4 estimate --energy``);
 run synthesizes the HiF4 unit (one to three minutes).
 """
 
-import gzip
-import json
-import subprocess
-
 import numpy as np
 import pytest
 
