@@ -189,9 +189,7 @@ def resolve(unit, residual=None, stages=None, lanes=None, accum=None):
     given = {"residual": residual, "stages": stages, "lanes": lanes}
     full = {k: DEFAULTS[k] if v is None else v for k, v in given.items()}
     if unit_spec(unit).kind == "dot" or accum is not None:
-        full["accum"] = accum
-        if accum is None and full["residual"] in residuals_of(unit):
-            full["accum"] = default_accum(unit, full["residual"])
+        full["accum"] = accum or default_accum(unit, full["residual"])
     check_params(unit, **full)
     return full
 
