@@ -17,6 +17,7 @@ tests use it to show every proof can fail.
 All wrapped blocks are combinational: BMC depth 1 covers every input, so a pass is a proof.
 """
 
+import copy
 from fractions import Fraction
 
 from amaranth.hdl import Array, Assert, Assume, Cat, Const, Module, Mux, Signal, signed, unsigned
@@ -24,7 +25,8 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In
 
 from conftest import e2m1, e6m2, e8m0, s1p2, ue4m3
-from hwgen.accum import AccumSpec, Round
+from hwgen.accum import AccumSpec, Round, accum_layout
+from hwgen.accum_bounded import AddSub, Decode, PreAdd, RoundAt, SwapAlign
 from hwgen.e2m1 import e2m1_product_expr
 from hwgen.hif4 import BlockSlice, MicroGroupDot, ResidualSelect, ScalePair
 from hwgen.mxfp4 import E8M0ScalePair
@@ -375,34 +377,10 @@ class RoundProof(wiring.Component):
         w, lsb = spec.window, spec.lsb
         m.submodules.dut = dut = Round(spec)
         m.d.comb += dut.sum.eq(self.sum)
-        word = dut.word
-        frac, ef, sign = word[:23], word[23:31], word[31]
-        wide = unsigned(w + 3)
-        mag = Signal(wide)
+        mag = Signal(w)
         m.d.comb += mag.eq(Mux(self.sum < 0, -self.sum, self.sum))
-        pad = -149 - lsb                        # window bit of weight 2**-149
-        ulp_exp = Signal(range(254 + pad))      # ulp = 2**(max(ef, 1) - 150) = window bit
-        m.d.comb += ulp_exp.eq(Mux(ef == 0, 0, ef - 1) + pad)
-        ulp, value, below = Signal(wide), Signal(wide), Signal(wide)
-        m.d.comb += [ulp.eq(Const(1, wide) << ulp_exp),
-                     value.eq(Cat(frac, ef != 0) << ulp_exp),
-                     below.eq(Mux((frac == 0) & (ef >= 2), ulp >> 1, ulp))]
-        threshold = (1 << (128 - lsb)) - (0 if self._mutant else 1 << (103 - lsb))
-        twice = mag << 1
-        with m.If(mag == 0):
-            m.d.comb += Assert(word == 0)
-        with m.Else():
-            m.d.comb += Assert(sign == (self.sum < 0))
-            with m.If(ef == 255):
-                m.d.comb += [Assert(frac == 0), Assert(mag >= threshold)]
-            with m.Else():
-                upper = (value << 1) + ulp
-                lower = (value << 1) - below
-                m.d.comb += Assert(twice <= upper)
-                with m.If(value != 0):
-                    m.d.comb += Assert(twice >= lower)
-                with m.If((twice == upper) | ((value != 0) & (twice == lower))):
-                    m.d.comb += Assert(~frac[0])
+        _assert_rne(m, dut.word, mag, self.sum < 0, Const(lsb, signed(10)), w, lsb,
+                    self._mutant)
         return m
 
 
@@ -444,4 +422,262 @@ class TermExponentProof(wiring.Component):
                 e1, e2 = (p[f"{t.name}_exp"] for t in unit.terms)
                 bound = diff - (1 if self._mutant else 0)
                 m.d.comb += Assert(Mux(e1 > e2, e1 - e2, e2 - e1) <= bound)
+        return m
+
+
+def _assert_rne(m, word, mag, neg, base, width, base_lo, mutant=False):
+    """Assert ``word`` is ``RNE_FP32((-1)**neg * mag * 2**base)`` for a ``width``-bit ``mag``
+    and a ``base >= base_lo``, with :class:`RoundProof`'s properties of the word (mutant:
+    overflow threshold ``2**128``).
+
+    The comparisons are made in a frame whose bit 0 weighs ``2**(base - 24)``. A correct
+    word of a nonzero ``mag`` has its ulp ``2**(max(ef, 1) - 150)`` at frame bit ``k`` with
+    ``1 <= k <= kmax`` (an FP32 ulp is at least ``2**-23`` of the value, and at least
+    ``2**-149``), which is asserted first; the other properties are then exact."""
+    frac, ef, sign = word[:23], word[23:31], word[31]
+    kmax = max(width + 1, -149 - base_lo + 25)
+    frame = max(width, kmax) + 24 + 3
+    k = Signal(signed(len(base) + 3), name="rne_k")
+    m.d.comb += k.eq(Mux(ef == 0, 1, ef) - 150 - base + 24)
+    ks = Signal(range(kmax + 1), name="rne_ks")
+    m.d.comb += ks.eq(Mux(k < 0, 0, Mux(k > kmax, kmax, k)))
+    wide = unsigned(frame)
+    big, ulp, value, below = (Signal(wide, name=f"rne_{n}") for n in
+                              ("mag", "ulp", "value", "below"))
+    m.d.comb += [big.eq(Cat(Const(0, 24), mag)), ulp.eq(Const(1, wide) << ks),
+                 value.eq(Cat(frac, ef != 0) << ks),
+                 below.eq(Mux((frac == 0) & (ef >= 2), ulp >> 1, ulp))]
+    # the RNE overflow threshold 2**103 * (2**25 - 1) <= mag * 2**base
+    t = (1 << 25) - (0 if mutant else 1)
+    up_shift = Signal(signed(len(base) + 2), name="rne_up_shift")
+    m.d.comb += up_shift.eq(103 - base)
+    lim = width + 2                         # beyond: the threshold exceeds every mag
+    up = Signal(26 + (1 << lim.bit_length()), name="rne_up")
+    m.d.comb += up.eq(Const(t, 26) << up_shift[:lim.bit_length()])
+    down = Signal(width + 26, name="rne_down")
+    m.d.comb += down.eq(mag << (-up_shift)[:5])
+    over = Signal(name="rne_over")
+    m.d.comb += over.eq(Mux(up_shift >= 0, (up_shift <= lim) & (mag >= up),
+                            (-up_shift >= 26) | (down >= t)))
+    twice = big << 1
+    with m.If(mag == 0):
+        m.d.comb += Assert(word == 0)
+    with m.Else():
+        m.d.comb += Assert(sign == neg)
+        with m.If(ef == 255):
+            m.d.comb += [Assert(frac == 0), Assert(over)]
+        with m.Else():
+            m.d.comb += Assert((k >= 1) & (k <= kmax))
+            upper = (value << 1) + ulp
+            lower = (value << 1) - below
+            m.d.comb += Assert(twice <= upper)
+            with m.If(value != 0):
+                m.d.comb += Assert(twice >= lower)
+            with m.If((twice == upper) | ((value != 0) & (twice == lower))):
+                m.d.comb += Assert(~frac[0])
+
+
+def _bounded_ranges(bspec):
+    """The ranges of :class:`hwgen.accum_bounded.Decode`'s top exponents: the accumulator's
+    ``[-126, 127]``; the term's from value 1 at field 0 to ``2**(S-1)`` at the field's top
+    (the whole field, not only ``exp_max``)."""
+    t = bspec.term
+    return (-126, 127), (-t.bias, (1 << t.exp_bits) - 1 - t.bias + t.sig_bits - 1)
+
+
+class RoundAtProof(wiring.Component):
+    """:class:`hwgen.accum_bounded.RoundAt` as the bounded back end ``bspec`` builds it
+    (``N + 1`` bits, every ``base`` :class:`hwgen.accum_bounded.SwapAlign` can give:
+    ``pb - N + 1`` for a top exponent ``pb`` in :func:`_bounded_ranges`), or with
+    ``reference``, as :class:`BoundedAlignProof` builds its reference (:func:`_reference`):
+    the word is ``RNE_FP32(+-mag * 2**base)`` for every ``mag`` (:func:`_assert_rne`).
+    Mutant: overflow threshold ``2**128``."""
+
+    def __init__(self, bspec, mutant=False, reference=False):
+        self._b, self._mutant = bspec, mutant
+        if reference:
+            x, width, exp_bits = _reference(bspec)
+        else:
+            x, width, exp_bits = 0, bspec.window + 1, bspec.exp_bits
+        (a_lo, a_hi), (t_lo, t_hi) = _bounded_ranges(bspec)
+        self._lo = min(a_lo, t_lo) - (bspec.window - 1) - x
+        self._hi = max(a_hi, t_hi) - (bspec.window - 1) - x
+        self._width, self._exp_bits = width, exp_bits
+        super().__init__({"mag": In(width), "neg": In(1), "base": In(signed(exp_bits))})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.d.comb += [Assume(self.base >= self._lo), Assume(self.base <= self._hi)]
+        m.submodules.dut = dut = RoundAt(self._width, self._exp_bits)
+        m.d.comb += [dut.mag.eq(self.mag), dut.neg.eq(self.neg), dut.base.eq(self.base)]
+        _assert_rne(m, dut.word, self.mag, self.neg, self.base, self._width, self._lo,
+                    self._mutant)
+        return m
+
+
+def _reference(bspec):
+    """``(X, width, exp_bits)`` of :class:`BoundedAlignProof`'s reference sum: ``X = M + 1``
+    bits deeper than the ``N``-bit window, rounded by a ``RoundAt(N + X + 1, E + 2)``."""
+    x = bspec.sig + 1
+    return x, bspec.window + x + 1, bspec.exp_bits + 2
+
+
+class DecodeProof(wiring.Component):
+    """:class:`hwgen.accum_bounded.Decode` of the bounded back end ``bspec``: for every
+    finite accumulator word (or ``zero_acc``) and every term (any exponent field value),
+    the decoded operands are the two values exactly, in the form
+    :class:`BoundedAlignProof` assumes:
+
+    - the accumulator: sign bit, ``a_sig`` its 24-bit significand (hidden bit for a normal
+      word) at the top of ``M`` bits, ``a_top = max(ef, 1) - 127``, zero as the word is
+      (or ``zero_acc``);
+    - the term: ``t_neg`` its sign; zero exactly when ``sig`` is; otherwise ``t_sig`` has
+      its leading one at bit ``M - 1``, ``t_top`` is in :func:`_bounded_ranges` and
+      ``t_sig == |sig| << s`` with ``s = M - 1 - (t_top - (exp - bias))`` in ``[0, M - 1]``
+      (``|sig| * 2**(exp - bias) == t_sig * 2**(t_top - M + 1)``).
+
+    Mutant: the accumulator's top one lower (a subnormal's ``ef = 0`` read as 0, not 1)."""
+
+    def __init__(self, bspec, mutant=False):
+        self._b, self._mutant = bspec, mutant
+        t = bspec.term
+        super().__init__({"acc": In(32), "zero_acc": In(1), "sig": In(signed(t.sig_bits)),
+                          "exp": In(t.exp_bits)})
+
+    def elaborate(self, platform):
+        m = Module()
+        b = self._b
+        t, M = b.term, b.sig
+        m.submodules.dut = dut = Decode(b)
+        m.d.comb += [dut.acc.eq(self.acc), dut.zero_acc.eq(self.zero_acc),
+                     dut.sig.eq(self.sig), dut.exp.eq(self.exp)]
+        frac, ef = self.acc[:23], self.acc[23:31]
+        m.d.comb += Assume(self.zero_acc | (ef != 255))
+        sig24 = Signal(24)
+        m.d.comb += sig24.eq(Mux(self.zero_acc, 0, Cat(frac, ef != 0)))
+        top = Mux(ef == 0, 0 if self._mutant else 1, ef) - 127
+        m.d.comb += [Assert(dut.a_neg == self.acc[31]), Assert(dut.a_zero == (sig24 == 0)),
+                     Assert(dut.a_sig == Cat(Const(0, M - 24), sig24)),
+                     Assert(dut.a_top == top)]
+        mag = Signal(t.sig_bits)
+        m.d.comb += mag.eq(Mux(self.sig < 0, -self.sig, self.sig))
+        _, (t_lo, t_hi) = _bounded_ranges(b)
+        m.d.comb += [Assert(dut.t_neg == (self.sig < 0)), Assert(dut.t_zero == (mag == 0))]
+        with m.If(mag == 0):
+            m.d.comb += Assert(dut.t_sig == 0)
+        with m.Else():
+            s = Signal(signed(b.exp_bits + 2))
+            m.d.comb += s.eq((M - 1) - (dut.t_top - (self.exp - t.bias)))
+            m.d.comb += [Assert(dut.t_sig[M - 1]), Assert(dut.t_top >= t_lo),
+                         Assert(dut.t_top <= t_hi), Assert((s >= 0) & (s <= M - 1)),
+                         Assert(dut.t_sig == (Cat(mag, Const(0, M)) << s[:M.bit_length()])
+                                [:M])]
+        return m
+
+
+class PreAddProof(wiring.Component):
+    """:class:`hwgen.accum_bounded.PreAdd`: for two terms whose exponent fields differ by at
+    most ``D``, ``sig * 2**exp == s1 * 2**e1 + s2 * 2**e2`` (one bias): ``exp`` is the
+    lower field and ``sig`` equals the exact sum scaled to it, in a signal wide enough for
+    every sum. Mutant: the bound one higher than the block is built for."""
+
+    def __init__(self, bspec, mutant=False):
+        self._b, self._mutant = bspec, mutant
+        super().__init__({"step": In(accum_layout(bspec.accum.terms))})
+
+    def elaborate(self, platform):
+        m = Module()
+        b = self._b
+        (t1, t2), D = b.accum.terms, b.max_exp_diff + (1 if self._mutant else 0)
+        s1, e1 = self.step[f"{t1.name}_sig"], self.step[f"{t1.name}_exp"]
+        s2, e2 = self.step[f"{t2.name}_sig"], self.step[f"{t2.name}_exp"]
+        m.d.comb += Assume(Mux(e1 > e2, e1 - e2, e2 - e1) <= D)
+        m.submodules.dut = dut = PreAdd(b)
+        m.d.comb += dut.step.eq(self.step)
+        width = max(t1.sig_bits, t2.sig_bits) + D + 8
+        low = Mux(e1 < e2, e1, e2)
+        exact = Signal(signed(width))
+        m.d.comb += exact.eq((s1 << (e1 - low)[:D.bit_length()])
+                             + (s2 << (e2 - low)[:D.bit_length()]))
+        m.d.comb += [Assert(dut.exp == low), Assert(dut.sig == exact)]
+        return m
+
+
+class BoundedAlignProof(wiring.Component):
+    """The bounded back end's sum and rounding (:class:`hwgen.accum_bounded.SwapAlign`,
+    :class:`~hwgen.accum_bounded.AddSub`, :class:`~hwgen.accum_bounded.RoundAt`, as
+    :class:`~hwgen.accum_bounded.BoundedAdd` wires them): for every pair of decoded
+    operands (the form :class:`DecodeProof` proves), the word equals a reference rounder's
+    word of the exact sum ``a + t``. That rounder is RNE (``RoundAtProof(reference=True)``),
+    so this is the whole of the ``N``-bit window argument of ``docs/accumulator.md`` (the
+    jam bit, ``N >= 27``, ``N >= M + 1``).
+
+    The reference sum is taken in a window ``X = M + 1`` bits deeper than the design's
+    (:func:`_reference`): exact for every distance of the two leading ones up to ``N + 1``;
+    an operand further below is a sticky bit there, more than ``M + 2`` bits under any place
+    the sum can round at (the textbook sticky rule, which this proof does not restate).
+    Mutant: the window one bit narrower (the jam bit is then the guard bit, and ties go
+    wrong).
+    """
+
+    def __init__(self, bspec, mutant=False):
+        self._b, self._mutant = bspec, mutant
+        M, E = bspec.sig, bspec.exp_bits
+        ports = {}
+        for p in ("a", "t"):
+            ports.update({f"{p}_neg": In(1), f"{p}_sig": In(M), f"{p}_top": In(signed(E)),
+                          f"{p}_zero": In(1)})
+        super().__init__(ports)
+
+    def elaborate(self, platform):
+        m = Module()
+        b = self._b
+        M, E = b.sig, b.exp_bits
+        if self._mutant:
+            b = copy.copy(b)
+            b.window -= 1
+        N = b.window
+        ops = {p: {f: getattr(self, f"{p}_{f}") for f in ("neg", "sig", "top", "zero")}
+               for p in ("a", "t")}
+        a, t = ops["a"], ops["t"]
+        (a_lo, a_hi), (t_lo, t_hi) = _bounded_ranges(b)
+        m.d.comb += [Assume(a["zero"] == (a["sig"] == 0)), Assume(t["zero"] == (t["sig"] == 0)),
+                     Assume(a["sig"][M - 1] | (a["top"] == -126)),
+                     Assume((a["top"] >= a_lo) & (a["top"] <= a_hi)),
+                     Assume(t["sig"][M - 1] | t["zero"]),
+                     Assume((t["top"] >= t_lo) & (t["top"] <= t_hi))]
+        if M > 24:
+            m.d.comb += Assume(a["sig"][:M - 24] == 0)
+        m.submodules.align = sa = SwapAlign(b)
+        m.submodules.addsub = ad = AddSub(b)
+        m.submodules.round = rnd = RoundAt(N + 1, E)
+        for p, fields in ops.items():
+            for f, v in fields.items():
+                m.d.comb += getattr(sa, f"{p}_{f}").eq(v)
+        m.d.comb += [ad.big.eq(sa.big), ad.small.eq(sa.small), ad.big_neg.eq(sa.big_neg),
+                     ad.small_neg.eq(sa.small_neg), rnd.mag.eq(ad.mag), rnd.neg.eq(ad.neg),
+                     rnd.base.eq(sa.base)]
+        # The reference: both operands below the higher leading one, X bits deeper.
+        X, width, exp_bits = _reference(self._b)
+        W = N + X
+        top = Signal(signed(E))
+        m.d.comb += top.eq(Mux(a["zero"] | (~t["zero"] & (t["top"] > a["top"])),
+                               t["top"], a["top"]))
+        vals = []
+        for p, op in ops.items():
+            dist = Signal(signed(E + 1), name=f"{p}_dist")
+            m.d.comb += dist.eq(top - op["top"])
+            sh = Signal(range(W + 1), name=f"{p}_sh")
+            m.d.comb += sh.eq(Mux(op["zero"] | (dist >= W), W, dist))
+            wide = Signal(2 * W, name=f"{p}_wide")
+            m.d.comb += wide.eq(Cat(Const(0, W), Const(0, W - M), op["sig"]) >> sh)
+            v = Signal(W, name=f"{p}_ref")
+            m.d.comb += v.eq(wide[W:] | wide[:W].any())
+            vals.append(Mux(op["neg"], -v, v))
+        total = Signal(signed(W + 2))
+        m.d.comb += total.eq(vals[0] + vals[1])
+        m.submodules.ref = ref = RoundAt(width, exp_bits)
+        m.d.comb += [ref.mag.eq(Mux(total < 0, -total, total)), ref.neg.eq(total < 0),
+                     ref.base.eq(top - (N - 1) - X)]
+        m.d.comb += Assert(rnd.word == ref.word)
         return m

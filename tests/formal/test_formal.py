@@ -19,6 +19,7 @@ from hwgen.mxfp4 import MXFP4DotUnit
 from hwgen.nvfp4 import NVFP4DotUnit
 from hwgen.mxfp4 import term_specs as mxfp4_terms
 from hwgen.nvfp4 import term_specs as nvfp4_terms
+from hwgen.backend import make_adder
 from hwgen.parts import probe
 from sim.formal import native_yosys_available, prove
 
@@ -26,6 +27,43 @@ from sim.formal import native_yosys_available, prove
 def hif4_terms(residual):
     """The accumulator terms of a HiF4 unit with ``residual``."""
     return probe(HiF4DotUnit(residual=residual)).terms
+
+
+def bounded_spec(unit_cls, residual="none"):
+    """The geometry (:class:`hwgen.accum_bounded.BoundedSpec`) of the bounded back end a
+    unit builds. HiF4's "2:4" and "dense" pre-add to the same 87-bit term, so one geometry
+    covers both from the pre-add on."""
+    unit = probe(unit_cls(residual=residual, accum="bounded"))
+    return probe(make_adder("bounded", unit.terms, unit._max_exp_diff)).bspec
+
+
+#: The bounded back end's one-term geometries: (unit, residual) by name.
+BOUNDED = {"hif4": (HiF4DotUnit, "none"), "hif4_r": (HiF4DotUnit, "2:4"),
+           "nvfp4": (NVFP4DotUnit, "none"), "mxfp4": (MXFP4DotUnit, "none")}
+
+
+def _bounded_proofs():
+    """The proofs of the bounded back end's number path (``docs/formal.md``), per geometry:
+    ``Decode``, the design's ``RoundAt`` and the reference one, and the window argument
+    (``BoundedAlignProof``, minutes: slow); HiF4's pre-add per residual mode."""
+    out = {}
+    for name, (cls, residual) in BOUNDED.items():
+        def spec(cls=cls, residual=residual):
+            return bounded_spec(cls, residual)
+        out[f"bounded_decode_{name}"] = (lambda mu, spec=spec: fp.DecodeProof(spec(), mu),
+                                         "boolector", False)
+        out[f"bounded_round_{name}"] = (lambda mu, spec=spec: fp.RoundAtProof(spec(), mu),
+                                        "boolector", False)
+        out[f"bounded_round_ref_{name}"] = (
+            lambda mu, spec=spec: fp.RoundAtProof(spec(), mu, reference=True), "boolector",
+            False)
+        out[f"bounded_align_{name}"] = (lambda mu, spec=spec: fp.BoundedAlignProof(spec(), mu),
+                                        "boolector", True)
+    for residual, tag in (("2:4", "r24"), ("dense", "dense")):
+        out[f"bounded_preadd_hif4_{tag}"] = (
+            lambda mu, r=residual: fp.PreAddProof(bounded_spec(HiF4DotUnit, r), mu),
+            "boolector", False)
+    return out
 
 
 # name -> (factory(mutant), solver, slow)
@@ -65,6 +103,7 @@ PROOFS = {
                              "z3", False),
     "term_exp_nvfp4": (lambda mu: fp.TermExponentProof(NVFP4DotUnit, "none", mu), "z3",
                        False),
+    **_bounded_proofs(),
 }
 
 #: Proofs whose sby Yosys steps run in the native Yosys (``prove(yosys="native")``).
@@ -73,7 +112,9 @@ NATIVE_YOSYS = {"round_mxfp4", "round_mxfp4_r"}
 #: Proofs whose mutant runs in the default suite (the others' mutants are ``slow``).
 MUTANTS_DEFAULT = {"microgroup4", "residual_select", "e2m1_product", "e2m1_dot32",
                    "hif4_block_sum", "round_hif4", "round_nvfp4", "round_mxfp4",
-                   "term_exp_hif4_r24", "term_exp_mxfp4"}
+                   "term_exp_hif4_r24", "term_exp_mxfp4", "bounded_decode_hif4",
+                   "bounded_round_hif4", "bounded_round_ref_hif4_r",
+                   "bounded_preadd_hif4_r24"}
 
 
 def _params(mutant):
