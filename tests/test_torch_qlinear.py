@@ -1,5 +1,12 @@
 """QuantLinear and model conversion: exact GEMM operands in training (forward and backward)
-and in rollouts (with Rollout-ResQ), and conversion of a random tiny Qwen2ForCausalLM."""
+and in rollouts (with Rollout-ResQ), and conversion of a random tiny Qwen2ForCausalLM.
+
+The fake-quantized path multiplies with torch's FP32 GEMM, whose summation order is MKL's
+choice and need not be the same for two calls on equal operands in different buffers (a CI
+machine once returned results one ulp apart). So the tests record every GEMM the layer
+calls and check its operands against the golden model bit for bit, and the layer's outputs
+against that same call's result.
+"""
 
 import numpy as np
 import pytest
@@ -20,8 +27,37 @@ def fq(t, fmt, axis):
     return torch.from_numpy(golden_fq(t.detach().numpy(), fmt, axis=axis))
 
 
+@pytest.fixture
+def gemms(monkeypatch):
+    """Every ``F.linear`` and ``@`` call while the test runs, as ``(a, b, result)`` with
+    ``result == a @ b`` (``F.linear``'s weight is given transposed, its bias left out)."""
+    calls = []
+    linear, matmul = F.linear, torch.Tensor.__matmul__
+
+    def record_linear(x, w, b=None):
+        out = linear(x, w)
+        calls.append((x.detach(), w.detach().T, out.detach()))
+        return out if b is None else out + b
+
+    def record_matmul(a, b):
+        out = matmul(a, b)
+        calls.append((a.detach(), b.detach(), out.detach()))
+        return out
+
+    monkeypatch.setattr(F, "linear", record_linear)
+    monkeypatch.setattr(torch.Tensor, "__matmul__", record_matmul)
+    return calls
+
+
+def assert_gemm(call, a, b):
+    """The recorded GEMM ``call`` multiplied exactly ``a`` by ``b``; returns its result."""
+    got_a, got_b, out = call
+    assert torch.equal(got_a, a) and torch.equal(got_b, b)
+    return out
+
+
 @pytest.mark.parametrize("fmt", ["hif4", "mxfp4", "nvfp4"])
-def test_training_gemms_quantize_every_operand(fmt):
+def test_training_gemms_quantize_every_operand(fmt, gemms):
     torch.manual_seed(0)
     lin = nn.Linear(96, 40)
     layer = QuantLinear(lin, train=Precision.uniform(fmt))
@@ -30,38 +66,44 @@ def test_training_gemms_quantize_every_operand(fmt):
     y = layer(x)
     y.backward(g)
     x2, g2, w = x.detach().reshape(21, 96), g.reshape(21, 40), lin.weight.detach()
-    want_y = F.linear(fq(x2, fmt, 1), fq(w, fmt, 1)) + lin.bias.detach()
-    assert torch.equal(y.detach().reshape(21, 40), want_y)
-    assert torch.equal(x.grad.reshape(21, 96), fq(g2, fmt, 1) @ fq(w, fmt, 0))
-    assert torch.equal(lin.weight.grad, fq(g2, fmt, 0).T @ fq(x2, fmt, 0))
-    assert torch.equal(lin.bias.grad, g2.sum(0))
+    assert len(gemms) == 3                       # forward, then dL/dx and dL/dW
+    y2 = assert_gemm(gemms[0], fq(x2, fmt, 1), fq(w, fmt, 1).T)
+    assert torch.equal(y.detach().reshape(21, 40), y2 + lin.bias.detach())
+    gx = assert_gemm(gemms[1], fq(g2, fmt, 1), fq(w, fmt, 0))
+    assert torch.equal(x.grad.reshape(21, 96), gx)
+    gw = assert_gemm(gemms[2], fq(g2, fmt, 0).T, fq(x2, fmt, 0))
+    assert torch.equal(lin.weight.grad, gw)
+    assert torch.equal(lin.bias.grad, g.sum((0, 1)))
 
 
 @pytest.mark.parametrize("mode", ["2:4", "dense", "channel50", "block32x64"])
-def test_rollout_uses_resq_only_in_rollout_mode(mode):
+def test_rollout_uses_resq_only_in_rollout_mode(mode, gemms):
     torch.manual_seed(1)
     lin = nn.Linear(128, 24, bias=False)
     layer = QuantLinear(lin, train=Precision.uniform("hif4"),
                         rollout=Precision(weight="hif4", act="hif4", resq=mode))
     x = torch.randn(2, 40, 128) * torch.exp2(torch.randint(-6, 6, (2, 40, 128)).float())
-    w = fq(lin.weight, "hif4", 1)
+    wt = fq(lin.weight, "hif4", 1).T
     set_mode(layer, "rollout")
     corrected = torch.from_numpy(golden_resq(x.numpy(), "hif4", mode).corrected())
-    assert torch.equal(layer(x), F.linear(corrected, w))
+    y = layer(x)
+    assert torch.equal(y, assert_gemm(gemms[-1], corrected, wt))
     set_mode(layer, "train")
     with torch.no_grad():
-        assert torch.equal(layer(x), F.linear(fq(x.reshape(80, 128), "hif4", 1), w)
-                           .reshape(2, 40, 24))
+        y = layer(x)
+    y2 = assert_gemm(gemms[-1], fq(x.reshape(80, 128), "hif4", 1), wt)
+    assert torch.equal(y, y2.reshape(2, 40, 24)) and len(gemms) == 2
 
 
-def test_rollout_weight_cache_follows_updates():
+def test_rollout_weight_cache_follows_updates(gemms):
     lin = nn.Linear(64, 8, bias=False)
     layer = set_mode(QuantLinear(lin, rollout=Precision(weight="mxfp4")), "rollout")
     x = torch.randn(4, 64)
     layer(x)
     with torch.no_grad():
         lin.weight.mul_(3.0)
-    assert torch.equal(layer(x), F.linear(x, fq(lin.weight, "mxfp4", 1)))
+    y = layer(x)
+    assert torch.equal(y, assert_gemm(gemms[-1], x, fq(lin.weight, "mxfp4", 1).T))
 
 
 def _tiny_qwen2():
@@ -72,7 +114,7 @@ def _tiny_qwen2():
     return transformers.Qwen2ForCausalLM(config).eval()
 
 
-def test_convert_tiny_qwen2_causal_lm():
+def test_convert_tiny_qwen2_causal_lm(gemms):
     model = _tiny_qwen2()
     ids = torch.randint(0, 96, (2, 12))
     with torch.no_grad():
@@ -96,8 +138,9 @@ def test_convert_tiny_qwen2_causal_lm():
     hook.remove()
     assert torch.isfinite(logits).all() and not torch.equal(logits, reference)
     corrected = torch.from_numpy(golden_resq(seen["x"].numpy(), "hif4", "2:4").corrected())
-    want = F.linear(corrected, fq(q_proj.weight, "hif4", 1)) + q_proj.bias
-    assert torch.equal(seen["y"], want)
+    wt = fq(q_proj.weight, "hif4", 1).T
+    (call,) = [c for c in gemms if c[1].shape == wt.shape and torch.equal(c[1], wt)]
+    assert torch.equal(seen["y"], assert_gemm(call, corrected, wt) + q_proj.bias)
     stats = gather_stats(model)
     assert set(stats) == {"attn.qkv", "attn.out", "mlp.up", "mlp.down", "lm_head"}
     assert all(s["nonzero"] > 0 for s in stats.values())
