@@ -76,7 +76,7 @@ smtbmc {solver}
 
 [script]
 read_rtlil {name}.il
-prep -top {name}
+prep -top {name}{flatten}
 
 [files]
 {name}.il
@@ -159,7 +159,7 @@ def _kill_session(sid):
 
 
 def prove(design, name, workdir, *, solver="boolector", depth=1, timeout=None,
-          yosys="yowasp"):
+          yosys="yowasp", flatten=False):
     """Prove the ``Assert`` statements of ``design`` with SymbiYosys.
 
     Parameters
@@ -179,6 +179,11 @@ def prove(design, name, workdir, *, solver="boolector", depth=1, timeout=None,
         it started (smtbmc and the solver, in process groups of their own) are killed.
     yosys : str
         A key of :data:`YOSYS`: the Yosys build of sby's Yosys steps.
+    flatten : bool
+        Flatten the hierarchy before sby's ``opt`` (``prep -flatten``), so that the same
+        block built twice on the same inputs becomes one: what a proof of a netlist
+        against its own composition needs. Off by default: flattening leaves the solver
+        one large formula, slower for most proofs.
 
     Returns
     -------
@@ -204,7 +209,8 @@ def prove(design, name, workdir, *, solver="boolector", depth=1, timeout=None,
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / f"{name}.il").write_text(rtlil.convert(design, name=name))
-    (workdir / f"{name}.sby").write_text(_SBY.format(name=name, depth=depth, solver=solver))
+    (workdir / f"{name}.sby").write_text(_SBY.format(name=name, depth=depth, solver=solver,
+                                                         flatten=" -flatten" if flatten else ""))
     shims = workdir / "bin"
     shims.mkdir(exist_ok=True)
     if solver == "boolector":

