@@ -136,7 +136,7 @@ PROOFS = {
 NATIVE_YOSYS = {"round_mxfp4", "round_mxfp4_r"}
 
 #: Proofs of a netlist against its own composition, flattened (``prove(flatten=True)``).
-FLATTEN = {n for n in PROOFS if n.startswith(("bounded_wiring_", "bounded_add_"))}
+FLATTEN = {n for n in PROOFS if n.startswith("bounded_wiring_")}
 
 #: Proofs whose mutant runs in the default suite (the others' mutants are ``slow``).
 MUTANTS_DEFAULT = {"microgroup4", "residual_select", "e2m1_product", "e2m1_dot32",
