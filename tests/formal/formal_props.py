@@ -604,6 +604,124 @@ class PreAddProof(wiring.Component):
         return m
 
 
+class JamPairProof(wiring.Component):
+    """:class:`hwgen.accum_bounded.JamPair` (MXFP4's two blocks): for every step (any
+    exponent field values), in a fixed-point frame that holds every value exactly (bit
+    ``p`` weighs ``2**(p - bias - F)``; the terms placed by their fields, not normalized):
+
+    - *hi* is the term with the higher leading one (the first on a tie, either when both are
+      zero), *lo* the other, chosen by magnitude here (``lo <= smear(hi)``);
+    - ``exp`` is hi's leading place plus the bias (0 for a zero pair), so ``u``, the weight
+      of the pair term's bit 0, is ``K`` places below hi's leading one;
+    - ``sig * u == hi + J(lo)``, ``J`` as ``docs/accumulator.md`` defines it: lo unchanged
+      when it has no bits below ``u``, else its magnitude replaced by the odd multiple of
+      ``u`` between the two multiples of ``2u`` around it (signs applied);
+    - ``lo_neg``, ``lo_sig``, ``lo_top``, ``lo_zero`` are lo exactly, in the form
+      :class:`DecodeProof` proves for a term (leading one at bit ``M - 1``);
+    - ``hi_rep`` holds exactly when hi is nonzero, below ``2**128`` and a multiple of
+      ``2**-149`` (hi has at most 24 significant bits: ``BoundedSpec`` allows no wider
+      pair), and then ``hi_word`` is an FP32 word of hi's value.
+
+    With these, the rest of the pair argument (``RNE(acc + hi + lo) == RNE(acc + T)`` unless
+    ``acc == -hi``) is arithmetic on the values, in ``docs/accumulator.md``.
+
+    ``parts`` selects what is asserted: ``"term"`` (``exp`` and ``sig``), ``"lo"``, ``"hi"``
+    (``hi_rep`` and ``hi_word``); the solvers answer for each part alone sooner than for all
+    of them (``docs/formal.md``). Mutant, per part: the reference's ``J`` drops the jam bit
+    (lo truncated at ``u``); lo's place one too high; hi's least FP32 place ``2**-148``."""
+
+    def __init__(self, bspec, mutant=False, parts=("term", "lo", "hi")):
+        self._parts = parts
+        if bspec.pair_window is None:
+            raise ValueError("JamPairProof takes a pair geometry (two independent terms)")
+        self._b, self._mutant = bspec, mutant
+        super().__init__({"step": In(accum_layout(bspec.accum.terms))})
+
+    def elaborate(self, platform):
+        m = Module()
+        b = self._b
+        M, K = b.sig, b.pair_window - 1
+        terms = b.accum.terms
+        bias = terms[0].bias
+        F = max(K, M - 1, 150 - bias, 0)            # every place named below is at bit >= 0
+        S = max(t.sig_bits for t in terms)
+        W = (1 << terms[0].exp_bits) + S + F + 4    # the largest pair term fits, signed
+        m.submodules.dut = dut = JamPair(b)
+        m.d.comb += dut.step.eq(self.step)
+
+        def pos(x):                                 # the frame bit of 2**x
+            return x + bias + F
+
+        mags, negs = [], []
+        for i, t in enumerate(terms):
+            s, e = self.step[f"{t.name}_sig"], self.step[f"{t.name}_exp"]
+            a = Signal(t.sig_bits, name=f"abs{i}")
+            v = Signal(W, name=f"v{i}")
+            m.d.comb += [a.eq(Mux(s < 0, -s, s)), v.eq(Cat(Const(0, F), a) << e)]
+            mags.append(v)
+            negs.append(s < 0)
+        smear = mags[0]
+        k = 1
+        while k < W:
+            nxt = Signal(W, name=f"smear{k}")
+            m.d.comb += nxt.eq(smear | (smear >> k))
+            smear, k = nxt, k * 2
+        first_hi = Signal()
+        m.d.comb += first_hi.eq((mags[0] != 0) & (mags[1] <= smear))
+        hi, lo = Signal(W), Signal(W)
+        hi_neg, lo_neg = Signal(), Signal()
+        m.d.comb += [hi.eq(Mux(first_hi, mags[0], mags[1])),
+                     lo.eq(Mux(first_hi, mags[1], mags[0])),
+                     hi_neg.eq(Mux(first_hi, negs[0], negs[1])),
+                     lo_neg.eq(Mux(first_hi, negs[1], negs[0]))]
+
+        # the pair term
+        up = Signal(range(W), name="u_place")       # the frame bit of u
+        m.d.comb += up.eq(dut.exp + (F - K))
+        u = Signal(W)
+        m.d.comb += u.eq(Const(1, W) << up)
+        below = Signal(W)                           # lo's bits below u
+        m.d.comb += below.eq(lo & (u - 1))
+        jam = Signal(W)
+        truncated = lo & ~((u << 1) - 1)
+        if self._mutant:
+            m.d.comb += jam.eq(lo & ~(u - 1))
+        else:
+            m.d.comb += jam.eq(Mux(below == 0, lo, truncated | u))
+        want = Signal(signed(W + 2))
+        m.d.comb += [want.eq(Mux(hi_neg, -hi, hi) + Mux(lo_neg, -jam, jam)),
+                     Assert(dut.exp < (1 << terms[0].exp_bits) + K)]
+        with m.If(hi == 0):
+            m.d.comb += [Assert(dut.exp == 0), Assert(dut.sig == 0)]
+        with m.Elif("term" in self._parts):         # (every bit of sig << up compared)
+            m.d.comb += [Assert((hi >> (dut.exp + F)) == 1), Assert((dut.sig << up) == want)]
+
+        # lo, decoded
+        if "lo" in self._parts:
+            m.d.comb += [Assert(dut.lo_zero == (lo == 0)), Assert(dut.lo_neg == lo_neg)]
+        with m.If((lo == 0) & ("lo" in self._parts)):
+            m.d.comb += Assert(dut.lo_sig == 0)
+        with m.Elif("lo" in self._parts):
+            place = Signal(signed(b.exp_bits + 2), name="lo_place")
+            m.d.comb += place.eq(dut.lo_top + (bias + F - (M - (2 if self._mutant else 1))))
+            m.d.comb += [Assert(dut.lo_sig[M - 1]), Assert((place >= 0) & (place < W)),
+                         Assert((Cat(dut.lo_sig, Const(0, W)) << place[:len(up)])[:W + M]
+                                == lo)]
+
+        # hi, an FP32 word
+        frac, ef, sign = dut.hi_word[:23], dut.hi_word[23:31], dut.hi_word[31]
+        lsb = pos(-148 if self._mutant else -149)
+        fits = (hi != 0) & (hi < (Const(1, W) << pos(128))) & (hi[:lsb] == 0)
+        if "hi" in self._parts:
+            m.d.comb += Assert(dut.hi_rep == fits)
+        with m.If(dut.hi_rep & ("hi" in self._parts)):
+            ulp = Signal(range(W), name="hi_ulp")   # the frame bit of the word's ulp
+            m.d.comb += ulp.eq(Mux(ef == 0, 1, ef) + (pos(-150)))
+            m.d.comb += [Assert(ef != 255), Assert(sign == hi_neg),
+                         Assert((Cat(frac, ef != 0, Const(0, W)) << ulp)[:W + 24] == hi)]
+        return m
+
+
 class BoundedAlignProof(wiring.Component):
     """The bounded back end's sum and rounding (:class:`hwgen.accum_bounded.SwapAlign`,
     :class:`~hwgen.accum_bounded.AddSub`, :class:`~hwgen.accum_bounded.RoundAt`, as
