@@ -10,14 +10,17 @@ Usage::
 Units: ``hif4`` (HiF4 without residual, one term), ``hif4_24`` and ``hif4_dense`` (HiF4 with
 a residual: two terms pre-added, exponent fields at most
 :data:`hwgen.hif4.MAX_TERM_EXP_DIFF` apart), ``nvfp4`` (one term), ``mxfp4`` (MXFP4 without
-residual: two independent block terms paired); all five by default. The
+residual: two independent block terms paired), ``mxfp4_24`` and ``mxfp4_dense`` (MXFP4 with
+a residual: four independent terms split, :mod:`hwgen.accum_split`); all seven by default.
+The
 steps are :func:`sim.stimulus.accum.accum_steps` (random, and the adversarial classes listed
 there), ``N`` per unit (default 1,000,000).
 
 Per unit one Verilog module (:class:`Pair`) feeds the same ``acc`` and ``step`` into both
 back ends; Verilator builds it with a C++ harness that reads a file of steps and writes both
 words of each, into ``build/accum_equiv/<unit>/`` (cached by the hash of the sources, so a
-rerun skips the build; a first build takes about 10 s per unit on two cores).
+rerun skips the build; a first build takes about 10 s per unit on two cores, about a minute
+for the split units).
 
 Printed: per unit the steps, the mismatches bounded vs window and of each vs golden, and the
 wall times (build, stimulus and golden words, simulation); then the steps of each class and
@@ -60,6 +63,8 @@ UNITS = {
     "hif4_dense": lambda: (list(HiF4DotUnit(residual="dense").terms), MAX_TERM_EXP_DIFF),
     "nvfp4": lambda: (nvfp4_terms(), None),
     "mxfp4": lambda: (mxfp4_terms("none"), None),
+    "mxfp4_24": lambda: (mxfp4_terms("2:4"), None),
+    "mxfp4_dense": lambda: (mxfp4_terms("dense"), None),
 }
 BUILD_ROOT = ROOT / "build" / "accum_equiv"
 TOP = "accum_equiv"
@@ -72,9 +77,18 @@ CHUNK = 1 << 17
 #: Mismatching steps printed per unit.
 SHOW = 5
 
-HARNESS = f"""\
-// Vaccum_equiv STEPS OUT: STEPS holds three little-endian 32-bit words per step (acc, step
-// bits 0-31, step bits 32-63); OUT receives two per step (window word, bounded word).
+def harness(k):
+    """The C++ harness for steps of ``k`` 32-bit words (Verilator's port is a 64-bit integer
+    for ``k <= 2``, a ``VlWide`` array above)."""
+    rec = 1 + k
+    if k <= 2:
+        load = ("top->step = (uint64_t)in[r + 1]"
+                + (" | ((uint64_t)in[r + 2] << 32);" if k == 2 else ";"))
+    else:
+        load = f"for (int j = 0; j < {k}; ++j) top->step[j] = in[r + 1 + j];"
+    return f"""\
+// V{TOP} STEPS OUT: STEPS holds {rec} little-endian 32-bit words per step (acc, then the
+// step's bits from bit 0); OUT receives two per step (window word, bounded word).
 #include <cstdint>
 #include <cstdio>
 #include <vector>
@@ -86,18 +100,19 @@ int main(int argc, char** argv) {{
   FILE* fi = std::fopen(argv[1], "rb");
   if (!fi) {{ std::perror(argv[1]); return 2; }}
   std::vector<uint32_t> in;
-  uint32_t buf[3 << 12];
+  uint32_t buf[{rec} << 12];
   size_t got;
-  while ((got = std::fread(buf, 4, 3 << 12, fi)) > 0) in.insert(in.end(), buf, buf + got);
+  while ((got = std::fread(buf, 4, {rec} << 12, fi)) > 0) in.insert(in.end(), buf, buf + got);
   std::fclose(fi);
-  if (in.size() % 3) {{ std::fprintf(stderr, "bad steps file size\\n"); return 2; }}
-  const size_t n = in.size() / 3;
+  if (in.size() % {rec}) {{ std::fprintf(stderr, "bad steps file size\\n"); return 2; }}
+  const size_t n = in.size() / {rec};
   VerilatedContext ctx;
   V{TOP}* top = new V{TOP}(&ctx);
   std::vector<uint32_t> out(2 * n);
   for (size_t i = 0; i < n; ++i) {{
-    top->acc = in[3 * i];
-    top->step = (uint64_t)in[3 * i + 1] | ((uint64_t)in[3 * i + 2] << 32);
+    const size_t r = {rec} * i;
+    top->acc = in[r];
+    {load}
     top->eval();
     out[2 * i] = top->window;
     out[2 * i + 1] = top->bounded;
@@ -113,6 +128,8 @@ int main(int argc, char** argv) {{
   return 0;
 }}
 """
+
+
 
 
 class Pair(wiring.Component):
@@ -146,10 +163,8 @@ def build(unit, report=None):
     """The folder of the unit's harness executable (built, or found in the cache);
     ``report()`` is called about once a second while Verilator runs."""
     terms, diff = UNITS[unit]()
-    if accum_layout(terms).size > 64:
-        raise ValueError(f"{unit}: the harness takes steps of at most 64 bits")
     text = verilog.convert(Pair(terms, diff), name=TOP, emit_src=False)
-    sources = {f"{TOP}.v": text, "harness.cpp": HARNESS}
+    sources = {f"{TOP}.v": text, "harness.cpp": harness(_words(terms))}
     result = {}
 
     def work():
@@ -170,19 +185,24 @@ def build(unit, report=None):
     return result["folder"]
 
 
+def _words(terms):
+    """32-bit words of a step of ``terms`` in the harness."""
+    return max(1, -(-accum_layout(terms).size // 32))
+
+
 def simulate(folder, acc, words, report=None):
     """``(window, bounded)`` words (uint32 arrays) of the harness in ``folder`` for the
-    accumulator words ``acc`` and step words ``words`` (uint64); ``report(done)`` after each
-    chunk."""
+    accumulator words ``acc`` and step words ``words`` (uint32 (n, k), the harness's ``k``
+    words per step); ``report(done)`` after each chunk."""
     out = np.empty((len(acc), 2), dtype=np.uint32)
+    k = words.shape[1]
     with tempfile.TemporaryDirectory(prefix="accum_equiv-") as tmp:
         fin, fout = Path(tmp) / "steps.bin", Path(tmp) / "words.bin"
         for lo in range(0, len(acc), CHUNK):
             hi = min(lo + CHUNK, len(acc))
-            rec = np.empty((hi - lo, 3), dtype="<u4")
+            rec = np.empty((hi - lo, 1 + k), dtype="<u4")
             rec[:, 0] = acc[lo:hi]
-            rec[:, 1] = words[lo:hi] & np.uint64(0xFFFFFFFF)
-            rec[:, 2] = words[lo:hi] >> np.uint64(32)
+            rec[:, 1:] = words[lo:hi]
             rec.tofile(fin)
             proc = subprocess.run([str(folder / f"V{TOP}"), str(fin), str(fout)],
                                   capture_output=True, text=True)
@@ -206,7 +226,8 @@ def run_unit(unit, steps, seed, report=None):
     t1 = time.perf_counter()
     terms, diff = UNITS[unit]()
     st = accum_steps(terms, steps, seed, diff)
-    words = st.pack((f.offset, f.width) for _, f in accum_layout(terms))
+    words = st.pack_words([(f.offset, f.width) for _, f in accum_layout(terms)],
+                          _words(terms))
     golden = st.golden()
     t2 = time.perf_counter()
     rep(0, f"{unit}: simulation")
@@ -218,8 +239,9 @@ def run_unit(unit, steps, seed, report=None):
     for i in np.flatnonzero(bad)[:SHOW]:
         fields = ", ".join(f"sig{j}={int(st.sig[i, j]):#x} exp{j}={int(st.exp[i, j]):#x}"
                            for j in range(len(terms)))
+        step = sum(int(x) << (32 * j) for j, x in enumerate(words[i]))
         lines.append(f"step {i} ({CLASSES[st.kind[i]]}): acc={int(st.acc[i]):#010x} "
-                     f"step={int(words[i]):#x} ({fields}, nan={int(st.nan[i])}, "
+                     f"step={step:#x} ({fields}, nan={int(st.nan[i])}, "
                      f"first={int(st.first[i])}) window={int(window[i]):#010x} "
                      f"bounded={int(bounded[i]):#010x} golden={int(golden[i]):#010x}")
     mag = golden & 0x7FFFFFFF
@@ -282,14 +304,14 @@ def main(argv=None):
     finally:
         progress.close()
     print(f"total {time.perf_counter() - t0:.1f} s\n")
-    print(f"{'steps per class':<17}" + "".join(f"{u:>11}" for u in units))
+    print(f"{'steps per class':<17}" + "".join(f"{u:>12}" for u in units))
     for c in CLASSES:
         if any(c in r["classes"] for r in results.values()):
-            print(f"{c:<17}" + "".join(f"{results[u]['classes'].get(c, 0):>11,}"
+            print(f"{c:<17}" + "".join(f"{results[u]['classes'].get(c, 0):>12,}"
                                        for u in units))
     print(f"{'golden results':<17}")
     for what in next(iter(results.values()))["results"]:
-        print(f"{'  ' + what:<17}" + "".join(f"{results[u]['results'][what]:>11,}"
+        print(f"{'  ' + what:<17}" + "".join(f"{results[u]['results'][what]:>12,}"
                                              for u in units))
     failed = [u for u in units if results[u]["mismatches"]]
     for u in failed:

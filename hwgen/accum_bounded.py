@@ -5,8 +5,10 @@ It keeps the contract of :class:`hwgen.accum.ExactAdd` bit for bit (spec section
 RNE rounding of the exact value, gradual underflow, overflow to +-Inf, +0 for an exact
 zero, a nonzero value that rounds to zero keeps its sign, Inf and NaN rules, ``first``),
 for a step of one term (HiF4 without a residual; NVFP4, whose four blocks are pre-added
-into one term), of two terms pre-added into one (HiF4 with a residual, below) or of two
-independent terms joined into one (MXFP4, :class:`JamPair`). Why a window of
+into one term), of two terms pre-added into one (HiF4 with a residual, below), of two
+independent terms joined into one (MXFP4, :class:`JamPair`) or of four independent terms
+split into one term and a few words outside the loop (MXFP4 with a residual,
+:mod:`hwgen.accum_split`). Why a window of
 ``N = max(27, M + 1)`` bits is exact, with ``M`` the wider of the two significands (24 for
 the accumulator, ``sig_bits`` for the term):
 
@@ -54,6 +56,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .accum import NAN_WORD, AccumSpec, TermSpec, accum_layout, leading_zeros, round_to_word
+from .accum_split import SPLIT_GAP, AccVersusE, SplitSpec, SplitSum
 from .parts import Part, probe, within
 
 __all__ = ["BoundedSpec", "PreAdd", "JamPair", "Decode", "SwapAlign", "AddSub", "RoundAt",
@@ -78,13 +81,18 @@ class BoundedSpec:
     terms : list of TermSpec
         One term, or two with the same exponent field width and bias: pre-added exactly
         when their exponent fields never differ by more than ``max_exp_diff``, else paired
-        (:class:`JamPair`; at most 24 significand bits each).
+        (:class:`JamPair`; at most 24 significand bits each); or three or four independent
+        ones, split (:mod:`hwgen.accum_split`; at most 24 significand bits each).
     max_exp_diff : int, optional
         For two terms: the bound ``D`` the front end guarantees (HiF4: 63); None for
         independent terms (MXFP4's two blocks).
     pair_window : int, optional
-        For independent terms: ``K + 1`` (default ``PAIR_WINDOW``; a narrower one is not
+        For two independent terms: ``K + 1`` (default ``PAIR_WINDOW``; a narrower one is not
         exact and exists only to show that it fails).
+    split_gap : int, optional
+        For three or four: the split's cluster gap (default
+        :data:`hwgen.accum_split.SPLIT_GAP`; a narrower one exists only to show that it
+        fails).
 
     Attributes
     ----------
@@ -103,13 +111,16 @@ class BoundedSpec:
     pair_sig, pair_window : int or None
         For two independent terms (:class:`JamPair`): ``w``, the wider term's significand
         bits, and ``K + 1``, the bits of the pair window.
+    split : SplitSpec or None
+        For three or four independent terms: the split's geometry; the loop's one term is
+        its 53-bit ``P``.
     """
 
-    def __init__(self, terms, max_exp_diff=None, pair_window=PAIR_WINDOW):
+    def __init__(self, terms, max_exp_diff=None, pair_window=PAIR_WINDOW, split_gap=SPLIT_GAP):
         spec = AccumSpec(terms)
         self.accum = spec
         self.max_exp_diff = max_exp_diff
-        self.pair_sig = self.pair_window = None
+        self.pair_sig = self.pair_window = self.split = None
         if len(spec.terms) == 1:
             t = spec.terms[0]
         elif len(spec.terms) == 2 and max_exp_diff is not None:
@@ -122,6 +133,10 @@ class BoundedSpec:
                                  f"not {max_exp_diff!r}")
             t = TermSpec("pre", max(t1.sig_bits, t2.sig_bits) + max_exp_diff + 1,
                          t1.exp_bits, t1.bias, max(t1.top_exp, t2.top_exp))
+        elif len(spec.terms) in (3, 4) and max_exp_diff is None:
+            self.split = SplitSpec(spec.terms, split_gap)
+            t = TermSpec("split", self.split.term_bits, self.split.term_exp_bits,
+                         self.split.term_bias, self.split.term_exp_max)
         elif len(spec.terms) == 2:
             t1, t2 = spec.terms
             if (t1.exp_bits, t1.bias) != (t2.exp_bits, t2.bias):
@@ -139,9 +154,10 @@ class BoundedSpec:
                          ((1 << t1.exp_bits) + w - 2).bit_length(),
                          t1.bias + self.pair_window - 1, top)
         else:
-            raise ValueError(f"The bounded back end takes steps of one or two terms; this one "
-                             f"has {len(spec.terms)} "
-                             f"({', '.join(t.name for t in spec.terms)})")
+            raise ValueError(f"The bounded back end takes steps of one to four terms (three "
+                             f"or four independent ones); this one has {len(spec.terms)} "
+                             f"({', '.join(t.name for t in spec.terms)})"
+                             + (" with a max_exp_diff" if max_exp_diff is not None else ""))
         self.term = t
         self.sig = max(24, t.sig_bits)
         self.window = max(27, self.sig + 1)
@@ -158,6 +174,8 @@ class BoundedSpec:
                "significand_bits": self.sig, "exponent_bits": self.exp_bits}
         if self.pair_window is not None:
             out.update(pair_window_bits=self.pair_window)
+        elif self.split is not None:
+            out.update(self.split.describe())
         elif len(terms) == 2:
             out.update(max_exp_diff=self.max_exp_diff, preadd_bits=self.term.sig_bits)
         return out
@@ -549,9 +567,13 @@ class RoundAt(wiring.Component):
 
 class BoundedAdd(wiring.Component):
     """One accumulation, the interface and contract of :class:`hwgen.accum.ExactAdd`: a
-    one-term step, two terms pre-added (``max_exp_diff``, :class:`PreAdd`) or two
+    one-term step, two terms pre-added (``max_exp_diff``, :class:`PreAdd`), two
     independent terms paired (:class:`JamPair`; an accumulator word exactly minus the higher
-    term bypasses the pair and adds the lower term alone).
+    term bypasses the pair and adds the lower term alone), or three or four independent
+    terms split (:class:`hwgen.accum_split.SplitSum`: the loop adds their term ``P``, except
+    for the one accumulator word that takes the bypass word and for accumulators below
+    ``2**(q - 26)``, which take one of ``N``'s words by :class:`hwgen.accum_split.AccVersusE`'s
+    compare).
 
     Members
     -------
@@ -560,8 +582,8 @@ class BoundedAdd(wiring.Component):
     word : Out(32)
     """
 
-    def __init__(self, terms, max_exp_diff=None, pair_window=PAIR_WINDOW):
-        self._b = BoundedSpec(terms, max_exp_diff, pair_window)
+    def __init__(self, terms, max_exp_diff=None, pair_window=PAIR_WINDOW, split_gap=SPLIT_GAP):
+        self._b = BoundedSpec(terms, max_exp_diff, pair_window, split_gap)
         super().__init__({"acc": In(32), "step": In(accum_layout(self._b.accum.terms)),
                           "word": Out(32)})
 
@@ -574,8 +596,10 @@ class BoundedAdd(wiring.Component):
         return self._b.describe()
 
     def parts(self):
-        """:class:`PreAdd` (sub-block ``preadd``, two terms only), :class:`Decode`
-        (``decode``), :class:`SwapAlign` (``align``), :class:`AddSub` (``addsub``),
+        """:class:`PreAdd` (sub-block ``preadd``, two terms pre-added), :class:`JamPair`
+        (``pair``, with ``bypass``; two paired) or the split (``split``, ``versus``,
+        ``choose``; three or four), :class:`Decode` (``decode``), :class:`SwapAlign`
+        (``align``), :class:`AddSub` (``addsub``),
         :class:`RoundAt` (``round``) and the special cases (``special``: two 8-bit
         compares, two 32-bit choices) (:mod:`hwgen.parts`)."""
         b = self._b
@@ -583,6 +607,11 @@ class BoundedAdd(wiring.Component):
         if b.pair_window is not None:
             bypass = [Part("cmp", (32,)), Part("mux", (2, b.sig + b.exp_bits + 2))]
             out = within("pair", probe(JamPair(b)).parts()) + within("bypass", bypass)
+        elif b.split is not None:
+            final = [Part("cmp", (32,)), Part("mux", (2, 32), 3)]
+            out = (within("split", probe(SplitSum(b.split)).parts())
+                   + within("versus", probe(AccVersusE(b.split)).parts())
+                   + within("choose", final))
         elif len(b.accum.terms) == 2:
             out = within("preadd", probe(PreAdd(b)).parts())
         return (out + within("decode", probe(Decode(b)).parts())
@@ -610,6 +639,28 @@ class BoundedAdd(wiring.Component):
                                   & (self.acc == (pair.hi_word ^ (1 << 31))))
             term = {f: Mux(bypass, getattr(pair, f"lo_{f}"), v) for f, v in term.items()}
             zero_acc = zero_acc | bypass
+        elif b.split is not None:
+            m.submodules.split = sp = SplitSum(b.split)
+            m.submodules.versus = vs = AccVersusE(b.split)
+            m.d.comb += [sp.step.eq(self.step), dec.sig.eq(sp.p_sig), dec.exp.eq(sp.p_exp)]
+            acc_eff = Signal(32)
+            m.d.comb += acc_eff.eq(Mux(self.step.first, 0, self.acc))
+            m.d.comb += [vs.acc.eq(acc_eff), vs.q.eq(sp.q)]
+            for f in ("e_neg", "e_zero", "e_top", "e_sig", "e_sticky"):
+                m.d.comb += getattr(vs, f).eq(getattr(sp, f))
+            # The accumulator that P cannot serve takes the bypass word; one below
+            # 2**(q - 26) takes N's word or, for a midpoint N, the neighbour that the sign
+            # of acc + E picks (a tie: the even one).
+            is_a, away = Signal(), Signal()
+            m.d.comb += [is_a.eq(sp.a_valid & (acc_eff == sp.a_word)),
+                         away.eq(Mux(vs.zero, sp.w_base[0], vs.pos ^ sp.s_neg))]
+            split_word = Signal(32)
+            with m.If(is_a):
+                m.d.comb += split_word.eq(sp.ra)
+            with m.Else():
+                m.d.comb += split_word.eq(Mux(sp.mid & away, sp.w_up, sp.w_base))
+            use_split = Signal()
+            m.d.comb += use_split.eq(~sp.zero & (is_a | vs.small))
         elif len(b.accum.terms) == 2:
             m.submodules.preadd = pre = PreAdd(b)
             m.d.comb += [pre.step.eq(self.step), dec.sig.eq(pre.sig), dec.exp.eq(pre.exp)]
@@ -631,6 +682,9 @@ class BoundedAdd(wiring.Component):
             m.d.comb += self.word.eq(NAN_WORD)
         with m.Elif(special):
             m.d.comb += self.word.eq(self.acc)
+        if b.split is not None:
+            with m.Elif(use_split):
+                m.d.comb += self.word.eq(split_word)
         with m.Else():
             m.d.comb += self.word.eq(rnd.word)
         return m

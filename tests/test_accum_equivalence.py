@@ -4,11 +4,13 @@ stimulus (:func:`sim.stimulus.accum.accum_steps`).
 The default suite checks the stimulus itself, with the exact oracles of ``conftest``: the
 fields stay in range, two-term steps respect ``max_exp_diff``, every class is drawn and
 does what it claims (exact zeros, midpoints decided by the residual, cancelling residuals,
-opposite signs, leading ones one place apart, specials, and for MXFP4's independent pair
-an accumulator cancelling the higher term and the steps a 50-bit pair window gets wrong),
+opposite signs, leading ones one place apart, specials, for MXFP4's independent pair
+an accumulator cancelling the higher term and the steps a 50-bit pair window gets wrong,
+and for its four terms with a residual the split's bypass word, midpoints, cluster edges,
+cancellation and powers of two),
 and the benchmark refuses bad
-arguments in one line. The Verilator run of 20,000 steps per unit is ``slow`` (about a
-minute for the five builds, seconds once cached).
+arguments in one line. The Verilator run of 20,000 steps per unit is ``slow`` (a few
+minutes for the seven builds, seconds once cached).
 """
 
 import subprocess
@@ -23,7 +25,8 @@ from conftest import NAN_WORD, PINF, rne_f32, word_value
 from hwgen.hif4 import MAX_TERM_EXP_DIFF, HiF4DotUnit
 from hwgen.mxfp4 import term_specs as mxfp4_terms
 from hwgen.nvfp4 import term_specs as nvfp4_terms
-from sim.stimulus.accum import CLASSES, PAIR_CLASSES, TWO_TERM_CLASSES, accum_steps
+from sim.stimulus.accum import (CLASSES, PAIR_CLASSES, SPLIT_CLASSES, TWO_TERM_CLASSES,
+                                accum_steps)
 
 REPO = Path(__file__).resolve().parents[1]
 BENCH = REPO / "benchmarks" / "accum_equivalence.py"
@@ -33,6 +36,8 @@ UNITS = {
     "hif4_dense": lambda: (HiF4DotUnit(residual="dense").terms, MAX_TERM_EXP_DIFF),
     "nvfp4": lambda: (nvfp4_terms(), None),
     "mxfp4": lambda: (mxfp4_terms("none"), None),
+    "mxfp4_24": lambda: (mxfp4_terms("2:4"), None),
+    "mxfp4_dense": lambda: (mxfp4_terms("dense"), None),
 }
 TINY = Fraction(1, 1 << 400)            # below every step's lowest bit
 
@@ -64,6 +69,7 @@ def test_fields_and_classes(unit):
     terms, st = _steps(unit)
     two = len(terms) == 2
     pair = two and UNITS[unit]()[1] is None
+    split = len(terms) > 2
     for j, t in enumerate(terms):
         assert ((st.exp[:, j] >= 0) & (st.exp[:, j] <= t.top_exp)).all()
         half = 1 << (t.sig_bits - 1)
@@ -72,7 +78,8 @@ def test_fields_and_classes(unit):
         assert (np.abs(st.exp[:, 0] - st.exp[:, 1]) <= MAX_TERM_EXP_DIFF).all()
     drawn = set(st.counts())
     assert drawn == {c for c in CLASSES if (two or c not in TWO_TERM_CLASSES)
-                     and (pair or c not in PAIR_CLASSES)}
+                     and (pair or c not in PAIR_CLASSES)
+                     and (split or c not in SPLIT_CLASSES)}
     assert min(st.counts().values()) > 200
     again = accum_steps(terms, 20_000, seed=7, max_exp_diff=UNITS[unit]()[1])
     assert (again.acc == st.acc).all() and (again.sig == st.sig).all()
@@ -99,7 +106,7 @@ def test_adversarial_classes_hit(unit):
     for i in _of(st, "tie")[:200]:
         a, t = word_value(st.acc[i]), _value(st, i, 0)
         bit = Fraction(2) ** int(st.exp[i, 0] - terms[0].bias)
-        res = _value(st, i, 1) if len(terms) == 2 else 0
+        res = sum(_value(st, i, j) for j in range(1, len(terms)))
         for v, lower in ((a + t, res), (a + t - bit, bit), (a + t + bit, -bit), (t, a)):
             if _decided_tie(v, lower):
                 mids += 1
@@ -114,7 +121,9 @@ def test_adversarial_classes_hit(unit):
         assert a * t < 0 and abs(t) < abs(a) < 4 * abs(t)
     # zero: exact zero sums.
     assert (g[_of(st, "zero")] == 0).sum() > 100
-    if len(terms) == 1:
+    if len(terms) > 2:
+        _split_classes_hit(st, terms, g)
+    if len(terms) != 2:
         return
     # res_cancel: the residual exactly -main in some steps, within 3 units in others.
     exact = near = 0
@@ -160,8 +169,66 @@ def test_adversarial_classes_hit(unit):
         assert rne_f32(a + hi + lo) == g[i] != rne_f32(a + hi + jam)
 
 
+def _split_of(t):
+    """``(s, q, N, E, Xe)`` of a nonzero exact sum (``hwgen.accum_split``): ``N`` the nearest
+    multiple of ``2**(q - 24)``, ``Xe`` the even one of floor(|T|) and the next, in those
+    units."""
+    m = abs(t)
+    q = max(m.numerator.bit_length() - m.denominator.bit_length(), -126)
+    while Fraction(2) ** q > m and q > -126:
+        q -= 1
+    while Fraction(2) ** (q + 1) <= m:
+        q += 1
+    g = Fraction(2) ** (q - 24)
+    f = m // g
+    n = f + (m - f * g >= g / 2)
+    s = 1 if t > 0 else -1
+    return s, q, s * n * g, t - s * n * g, (f + f % 2) * g
+
+
+def _split_classes_hit(st, terms, g):
+    """Each split class builds what it names (three or four independent terms)."""
+    n = len(terms)
+    vals = {name: [[_value(st, i, j) for j in range(n)] for i in _of(st, name)[:300]]
+            for name in SPLIT_CLASSES}
+    accs = {name: [word_value(st.acc[i]) if (st.acc[i] >> 23) & 0xFF != 0xFF else None
+                   for i in _of(st, name)[:300]] for name in SPLIT_CLASSES}
+    # split_bypass: acc exactly -s * Xe (the word the split's term cannot serve).
+    hit = 0
+    for v, a in zip(vals["split_bypass"], accs["split_bypass"]):
+        s, q, N, E, xe = _split_of(sum(v))
+        hit += a == -s * xe
+    assert hit > 100
+    # split_mid: N a midpoint (an odd multiple of 2**(q - 24)) with E != 0 deciding.
+    mid = 0
+    for v in vals["split_mid"]:
+        s, q, N, E, xe = _split_of(sum(v))
+        mid += (abs(N) / Fraction(2) ** (q - 24)) % 2 == 1 and E != 0
+    assert mid > 150
+    # split_chain: both sides of the cluster edge (29 empty places) drawn.
+    gaps = []
+    for v in vals["split_chain"]:
+        tops = sorted((abs(x).numerator.bit_length() - abs(x).denominator.bit_length(), x)
+                      for x in v if x)
+        for (t1, _), (t2, _) in zip(tops, tops[1:]):
+            gaps.append(t2 - t1)
+    assert min(gaps) < 29 + 14 < max(gaps)
+    # split_cancel: two terms cancelling exactly in most steps.
+    assert sum(any(v[a] + v[b] == 0 and v[a] for a in range(n) for b in range(a + 1, n))
+               for v in vals["split_cancel"]) > 150
+    # split_pow2: a power of two with a term of the other sign below it.
+    pow2 = 0
+    for v in vals["split_pow2"]:
+        for x in v:
+            m = abs(x)
+            if x and all(k & (k - 1) == 0 for k in (m.numerator, m.denominator)):
+                pow2 += any(y and (y > 0) != (x > 0) and abs(y) < m for y in v)
+                break
+    assert pow2 > 150
+
+
 def test_bad_arguments_one_line():
-    for args in (["--unit", "mxfp4_24"], ["--steps", "0"], ["--steps", "x"]):
+    for args in (["--unit", "mxfp4_x"], ["--steps", "0"], ["--steps", "x"]):
         proc = subprocess.run([sys.executable, str(BENCH), *args], capture_output=True,
                               text=True, cwd=REPO)
         assert proc.returncode == 2, proc.stderr

@@ -42,11 +42,27 @@ pair_tight     (independent terms) hi ``+-2**ph``, ``acc + hi = +-2**(ph - 24)``
                lower term of the other sign, its leading one at ``2**(ph - 49)`` and bits down
                to ``2**(ph - 47 - S)``: the exact sum just inside a midpoint, which a
                pair window of 50 bits would jam it onto
+split_bypass   (three or four terms) ``acc`` the one FP32 word ``-s * Xe`` that the split's
+               term cannot serve (``hwgen.accum_split``), or a few ulps off it
+split_mid      (three or four terms) two terms whose sum is an FP32 midpoint, two more far
+               below (their sum deciding), ``acc`` +-0, near ``-(the two below)``, or near
+               ``2**(q - 26)``
+split_chain    (three or four terms) 0 to 34 empty places between each term's lowest bit
+               and the next one's leading one (the split's cluster edge, 29, among them):
+               clusters joined and split at the edge; ``acc`` near ``-T``, ``-N`` or random
+split_cancel   (three or four terms) two terms cancelling exactly (or but a unit), the others
+               far below; ``acc`` near ``-T``, ``-(the others)`` or +-0
+split_pow2     (three or four terms) a power of two above terms of the other sign 14 to 80
+               places below (the sum's top place one lower); ``acc`` near ``-N``, ``-T`` or
+               the bypass word
 =============  ================================================================================
 
 With two terms, ``random`` and ``special`` steps draw a random residual; the other classes
 above ``res_cancel`` give it 0 or a few units at the lowest exponent allowed, which keeps
-the step adversarial.
+the step adversarial. With three or four (independent) terms the one-term classes give the
+others 0 or a few units at the lowest exponent, and the ``split_*`` classes, drawn in
+Python integers (the exact sum can span 500 bits), aim at the split of
+:mod:`hwgen.accum_split`.
 """
 
 from dataclasses import dataclass
@@ -56,15 +72,18 @@ import numpy as np
 from hif4spec import TRUNC_BITS
 from sim.dot import accumulate, accumulate_trunc
 
-__all__ = ["CLASSES", "TWO_TERM_CLASSES", "PAIR_CLASSES", "Term", "AccumSteps",
-           "accum_steps"]
+__all__ = ["CLASSES", "TWO_TERM_CLASSES", "PAIR_CLASSES", "SPLIT_CLASSES", "Term",
+           "AccumSteps", "accum_steps"]
 
 CLASSES = ("random", "cancel", "near", "half_ulp", "subnormal", "zero", "special", "d1", "tie",
-           "res_cancel", "res_far", "opposite", "zero_tiny", "pair_edge", "pair_tight")
+           "res_cancel", "res_far", "opposite", "zero_tiny", "pair_edge", "pair_tight",
+           "split_bypass", "split_mid", "split_chain", "split_cancel", "split_pow2")
 #: The classes drawn only for two-term steps.
 TWO_TERM_CLASSES = ("res_cancel", "res_far", "opposite")
 #: The classes drawn only for two independent terms.
 PAIR_CLASSES = ("pair_edge", "pair_tight")
+#: The classes drawn only for three or four independent terms.
+SPLIT_CLASSES = ("split_bypass", "split_mid", "split_chain", "split_cancel", "split_pow2")
 _K = {name: i for i, name in enumerate(CLASSES)}
 #: Relative draw weights of the slots (every other class 1; a zero_tiny slot is 2-4 steps).
 _WEIGHT = {"random": 2, "zero_tiny": 1 / 3}
@@ -135,17 +154,31 @@ class AccumSteps:
         ``(offset, width)`` of each term's significand and exponent field in turn, then of
         ``nan``, ``first`` and ``last`` (0) (the order of ``hwgen.accum.accum_layout``)."""
         fields = list(fields)
+        if max(off + width for off, width in fields) > 64:
+            raise ValueError("Step words of at most 64 bits (pack_words packs wider ones)")
+        w = self.pack_words(fields, 2).astype(np.uint64)
+        return w[:, 0] | (w[:, 1] << np.uint64(32))
+
+    def pack_words(self, fields, words=None):
+        """The step words of :meth:`pack` of any width as little-endian 32-bit pieces,
+        uint32 (n, ``words``) (default: as many as the widest field needs)."""
+        fields = list(fields)
         if len(fields) != 2 * len(self.terms) + 3:
             raise ValueError(f"{2 * len(self.terms) + 3} fields, not {len(fields)}")
-        if max(off + width for off, width in fields) > 64:
-            raise ValueError("Step words of at most 64 bits")
+        top = max(off + width for off, width in fields)
+        words = words or -(-top // 32)
+        if top > 32 * words:
+            raise ValueError(f"Step words of {top} bits do not fit {words} 32-bit words")
         cols = [c for j in range(len(self.terms)) for c in (self.sig[:, j], self.exp[:, j])]
         cols += [self.nan, self.first, np.zeros(len(self), dtype=bool)]
-        word = np.zeros(len(self), dtype=np.uint64)
+        out = np.zeros((len(self), words), dtype=np.uint64)
         for col, (off, width) in zip(cols, fields):
-            mask = np.uint64((1 << width) - 1)
-            word |= (col.astype(np.int64).astype(np.uint64) & mask) << np.uint64(off)
-        return word
+            v = col.astype(np.int64).astype(np.uint64) & np.uint64((1 << width) - 1)
+            for k in range(off // 32, (off + width - 1) // 32 + 1):
+                sh = off - 32 * k
+                piece = v << np.uint64(sh) if sh >= 0 else v >> np.uint64(-sh)
+                out[:, k] |= piece & np.uint64(0xFFFFFFFF)
+        return out.astype(np.uint32)
 
     def counts(self):
         """Steps per class, ``{name: count}`` in :data:`CLASSES` order (drawn ones only)."""
@@ -154,17 +187,23 @@ class AccumSteps:
 
 
 def accum_steps(terms, n, seed, max_exp_diff=None):
-    """``n`` random and adversarial steps (:class:`AccumSteps`) of one term, or of two whose
-    exponent fields differ by at most ``max_exp_diff`` (None: independent terms); the same
-    ``seed`` gives the same steps."""
+    """``n`` random and adversarial steps (:class:`AccumSteps`) of one term, of two whose
+    exponent fields differ by at most ``max_exp_diff`` (None: independent terms), or of three
+    or four independent ones; the same ``seed`` gives the same steps."""
     terms = tuple(Term.of(t) for t in terms)
     if len(terms) == 2:
         if max_exp_diff is not None and max_exp_diff < 0:
             raise ValueError("Two-term steps need max_exp_diff >= 0, or None")
         if terms[0].bias != terms[1].bias:
             raise ValueError("The two terms must share the exponent bias")
+    elif len(terms) in (3, 4):
+        if max_exp_diff is not None:
+            raise ValueError("Steps of three or four terms take independent ones "
+                             "(max_exp_diff None)")
+        if len({t.bias for t in terms}) != 1:
+            raise ValueError("The terms must share the exponent bias")
     elif len(terms) != 1:
-        raise ValueError(f"Steps of one or two terms, not {len(terms)}")
+        raise ValueError(f"Steps of one to four terms, not {len(terms)}")
     if any(t.sig_bits > 52 or t.sig_bits < 2 for t in terms):
         raise ValueError("Term significands of 2 to 52 bits")
     if n < 1:
@@ -243,10 +282,12 @@ class _Draw:
         self.terms, self.rng, self.D = terms, rng, max_exp_diff
         self.two = len(terms) == 2
         self.pair = self.two and max_exp_diff is None
+        self.split = len(terms) > 2
         if self.pair:
             self.D = max(t.top_exp for t in terms)
         names = [c for c in CLASSES if (self.two or c not in TWO_TERM_CLASSES)
-                 and (self.pair or c not in PAIR_CLASSES)]
+                 and (self.pair or c not in PAIR_CLASSES)
+                 and (self.split or c not in SPLIT_CLASSES)]
         w = np.array([_WEIGHT.get(c, 1) for c in names], dtype=np.float64)
         # Slots of one step, or of a zero_tiny chain of 2-4 steps, laid out back to back.
         slots = np.array([_K[c] for c in names])[rng.choice(len(names), n, p=w / w.sum())]
@@ -262,6 +303,8 @@ class _Draw:
                 getattr(self, "_" + c)(idx)
         if self.two:
             self._residuals()
+        if self.split:
+            self._split_rest()
         self.steps = AccumSteps(terms, self.acc, self.sig, self.exp, self.nan, self.first,
                                 self.kind)
 
@@ -304,6 +347,245 @@ class _Draw:
             self.exp[:, 1] = _between(rng, lo, hi)
             self.sig[:, 1] = np.where(rng.random(n) < 0.25, 0,
                                       self._sigs(n, self.terms[1].sig_bits))
+        for j, t in enumerate(self.terms[1:] if self.split else (), start=1):
+            # near the first term half the time (clusters), else anywhere
+            near = rng.random(n) < 0.5
+            e = np.where(near, self.exp[:, 0] + rng.integers(-40, 8, n),
+                         rng.integers(0, t.top_exp + 1, n))
+            self.exp[:, j] = np.clip(e, 0, t.top_exp)
+            self.sig[:, j] = np.where(rng.random(n) < 0.25, 0, self._sigs(n, t.sig_bits))
+
+    def _split_rest(self):
+        """The other terms beside a main term that a one-term class has set (three or four
+        terms): 0 (always for ``zero_tiny``, half the time otherwise) or a few units at
+        exponent 0 (each, half the time)."""
+        one = [_K[c] for c in CLASSES if c not in TWO_TERM_CLASSES + PAIR_CLASSES
+               + SPLIT_CLASSES + ("random", "special")]
+        idx = np.flatnonzero(np.isin(self.kind, one))
+        keep = (self.rng.random(idx.size) < 0.5) & (self.kind[idx] != _K["zero_tiny"])
+        for j in range(1, len(self.terms)):
+            self.exp[idx, j] = 0
+            self.sig[idx, j] = np.where(keep & (self.rng.random(idx.size) < 0.5),
+                                        self._tiny(idx.size), 0)
+
+    # -- three or four independent terms (Python integers) -----------------------------
+
+    def _split_setup(self):
+        t = self.terms[0]
+        self._sh = t.bias + 200                 # exact values are ints at 2**-_sh
+        self._w = max(u.sig_bits for u in self.terms)
+
+    def _place(self, i, cols, vals):
+        """Terms ``vals`` (``(signed magnitude, top place)``, None for 0) into columns
+        ``cols`` of step ``i``; False (nothing written) where a field does not fit."""
+        out = []
+        for c, v in zip(cols, vals):
+            t = self.terms[c]
+            if v is None or v[0] == 0:
+                out.append((c, 0, int(self.rng.integers(0, t.top_exp + 1))))
+                continue
+            m, top = v
+            e = top - (abs(m).bit_length() - 1) + t.bias
+            if not 0 <= e <= t.top_exp or abs(m) >= 1 << (t.sig_bits - 1):
+                return False
+            out.append((c, m, e))
+        for c, m, e in out:
+            self.sig[i, c], self.exp[i, c] = m, e
+        return True
+
+    def _exact_sum(self, i):
+        b = self.terms[0].bias
+        return sum(int(self.sig[i, c]) << (int(self.exp[i, c]) - b + self._sh)
+                   for c in range(len(self.terms)))
+
+    def _word(self, v):
+        """RNE FP32 word of ``v * 2**-_sh`` (a nonzero value keeps its sign)."""
+        if v == 0:
+            return 0
+        sign = 0x80000000 if v < 0 else 0
+        m = abs(v)
+        q = max(m.bit_length() - 1 - self._sh, -126)
+        sh = q - 23 + self._sh                    # the ulp's place in v's units
+        f, r = m >> sh, m & ((1 << sh) - 1)
+        half = 1 << (sh - 1)
+        f += r > half or (r == half and f & 1)
+        mag = ((q + 126) << 23) + f if f >= 1 << 23 else f
+        return sign | min(mag, _PINF)
+
+    def _is_exact(self, v, w):
+        """Whether word ``w`` is ``v * 2**-_sh`` exactly (and finite)."""
+        if w & 0x7FFFFFFF >= _PINF:
+            return False
+        e, f = (w >> 23) & 0xFF, w & 0x7FFFFF
+        mag = (f | (0x800000 if e else 0)) << (max(e, 1) - 150 + self._sh)
+        return (-mag if w >> 31 else mag) == v
+
+    def _split_of(self, v):
+        """``(s, q, fn, e, xe)`` of a nonzero exact sum: sign, ``max(top, -126)``, ``N`` in
+        units of ``2**(q - 24)``, ``E = T - N`` (units of ``2**-_sh``) and the even one of
+        floor(|T|) and the next (units of ``2**(q - 24)``)."""
+        s = -1 if v < 0 else 1
+        m = abs(v)
+        q = max(m.bit_length() - 1 - self._sh, -126)
+        sh = q - 24 + self._sh
+        f, r = m >> sh, m & ((1 << sh) - 1)
+        fn = f + (r >= 1 << (sh - 1))
+        xe = f + (f & 1)
+        return s, q, fn, s * (m - (fn << sh)), xe
+
+    def _words_off(self, w, k):
+        """Word ``w`` moved by up to ``k`` ulps (not onto Inf/NaN)."""
+        x = (w + int(self.rng.integers(-k, k + 1))) & 0xFFFFFFFF
+        return w if (x >> 23) & 0xFF == 0xFF else x
+
+    def _rand_mag(self, bits=None):
+        w = bits or self._w - 1
+        m = int(self.rng.integers(1, 1 << w))
+        return -m if self.rng.random() < 0.5 else m
+
+    def _split_steps(self, idx, draw):
+        """Steps ``idx`` from ``draw(i, cols) -> bool`` (term columns in random order)."""
+        self._split_setup()
+        ok = np.zeros(idx.size, dtype=bool)
+        n = len(self.terms)
+        for k, i in enumerate(idx):
+            for _ in range(8):
+                cols = [int(c) for c in self.rng.permutation(n)]
+                if draw(int(i), cols):
+                    ok[k] = True
+                    break
+        self._fail(idx, ok)
+
+    def _top(self, lo=-180, hi=120):
+        return int(self.rng.integers(lo, hi + 1))
+
+    def _split_bypass(self, idx):
+        def draw(i, cols):
+            w, top = self._w, self._top()
+            vals = [(self._rand_mag(), top - int(self.rng.integers(0, 3 * w)))
+                    for _ in cols]
+            if not self._place(i, cols, vals):
+                return False
+            v = self._exact_sum(i)
+            if v == 0:
+                return False
+            s, q, fn, e, xe = self._split_of(v)
+            xv = -s * (xe << (q - 24 + self._sh))
+            word = self._word(xv)
+            if not self._is_exact(xv, word):
+                return False
+            self.acc[i] = word if self.rng.random() < 0.6 else self._words_off(word, 2)
+            return True
+        self._split_steps(idx, draw)
+
+    def _split_mid(self, idx):
+        def draw(i, cols):
+            w, rng = self._w, self.rng
+            u = self._top(-170, 90)
+            m25 = int(rng.integers(1 << 23, 1 << 24)) * 2 + 1          # odd, 25 bits
+            sg = -1 if rng.random() < 0.5 else 1
+            hi_bits = 25 - (w - 2)
+            head = [(sg * (m25 >> (w - 2)), u + 24),
+                    (sg * (m25 & ((1 << (w - 2)) - 1)), None)]
+            low = m25 & ((1 << (w - 2)) - 1)
+            head[1] = (sg * low, u + low.bit_length() - 1) if low else None
+            t3 = u + 24 - int(rng.integers(27, 140))
+            tails = [(self._rand_mag(), t3),
+                     (self._rand_mag(), t3 - int(rng.integers(-2, 80)))]
+            vals = (head + tails)[:len(cols)]
+            if hi_bits < 1 or not self._place(i, cols, vals):
+                return False
+            v = self._exact_sum(i)
+            s, q, fn, e, xe = self._split_of(v)
+            pick = rng.integers(0, 4)
+            if pick == 0:
+                self.acc[i] = int(rng.integers(0, 2)) << 31
+            elif pick == 1:
+                self.acc[i] = self._words_off(self._word(-e), 1) if e else 0
+            elif pick == 2:
+                ea = q - 26 + 127 + int(rng.integers(-1, 1))
+                if not 1 <= ea <= 254:
+                    return False
+                self.acc[i] = (int(rng.integers(0, 2)) << 31) | (ea << 23) \
+                    | int(rng.integers(0, 4))
+            else:
+                ea = max(0, min(254, q - 27 + 127 - int(rng.integers(0, 30))))
+                self.acc[i] = (int(rng.integers(0, 2)) << 31) | (ea << 23) \
+                    | int(rng.integers(0, 1 << 23))
+            return True
+        self._split_steps(idx, draw)
+
+    def _split_chain(self, idx):
+        def draw(i, cols):
+            w, rng = self._w, self.rng
+            top = self._top(-120, 200)
+            vals = []
+            for _ in cols:
+                vals.append((self._rand_mag(), top))
+                top -= w + int(rng.integers(0, 35))
+            if not self._place(i, cols, vals):
+                return False
+            v = self._exact_sum(i)
+            pick = rng.integers(0, 3)
+            if pick == 0 and v:
+                self.acc[i] = self._words_off(self._word(-v), 2)
+            elif pick == 1 and v:
+                s, q, fn, e, xe = self._split_of(v)
+                self.acc[i] = self._words_off(self._word(-(v - e)), 1)
+            return True
+        self._split_steps(idx, draw)
+
+    def _split_cancel(self, idx):
+        def draw(i, cols):
+            w, rng = self._w, self.rng
+            top = self._top(-150, 200)
+            m = self._rand_mag()
+            nudge = 0 if rng.random() < 0.6 else int(rng.integers(-1, 2))
+            vals = [(m, top), (-m + nudge if -m + nudge else -m, top)]
+            for _ in cols[2:]:
+                vals.append((self._rand_mag(), top - int(rng.integers(10, 200))))
+            if not self._place(i, cols, vals):
+                return False
+            v = self._exact_sum(i)
+            rest = sum(int(self.sig[i, c]) << (int(self.exp[i, c]) - self.terms[0].bias
+                                               + self._sh) for c in cols[2:])
+            pick = rng.integers(0, 4)
+            if pick == 0:
+                self.acc[i] = self._words_off(self._word(-v), 1)
+            elif pick == 1:
+                self.acc[i] = self._words_off(self._word(-rest), 1)
+            elif pick == 2:
+                self.acc[i] = int(rng.integers(0, 2)) << 31
+            return True
+        self._split_steps(idx, draw)
+
+    def _split_pow2(self, idx):
+        def draw(i, cols):
+            w, rng = self._w, self.rng
+            top = self._top(-140, 200)
+            sg = -1 if rng.random() < 0.5 else 1
+            vals = [(sg << int(rng.integers(0, w - 1)), top)]
+            t2 = top - int(rng.integers(14, 81))
+            vals.append((-sg * abs(self._rand_mag()), t2))
+            for _ in cols[2:]:
+                vals.append((self._rand_mag(), t2 - int(rng.integers(0, 120)))
+                            if rng.random() < 0.7 else None)
+            if not self._place(i, cols, vals):
+                return False
+            v = self._exact_sum(i)
+            s, q, fn, e, xe = self._split_of(v)
+            pick = rng.integers(0, 4)
+            if pick == 0:
+                self.acc[i] = self._words_off(self._word(-(v - e)), 1)
+            elif pick == 1:
+                self.acc[i] = self._words_off(self._word(-v), 1)
+            elif pick == 2:
+                xv = -s * (xe << (q - 24 + self._sh))
+                word = self._word(xv)
+                if self._is_exact(xv, word):
+                    self.acc[i] = word
+            return True
+        self._split_steps(idx, draw)
 
     def _residuals(self):
         """The residual beside a main term that a one-term class has set: a random one
