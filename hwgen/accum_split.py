@@ -52,6 +52,12 @@ __all__ = ["SPLIT_GAP", "SplitSpec", "SortTerms", "ClusterSums", "PickClusters",
 SPLIT_GAP = 29
 #: Bits of ``E`` below its leading one's place that the loop and the bypass read.
 E_BITS = 27
+#: How far below its normal place (``2**q`` at a fixed bit) :class:`Frame` keeps a
+#: subnormal sum's first cluster exact: a sum pushed further is under ``2**-206``, where the
+#: loop reads only ``E``'s sign and that it is not 0 (``P`` is 0 and a jam at ``2**-176``,
+#: the accumulators below ``2**(q - 26) = 2**-152`` are +-0, the bypass result a signed 0),
+#: and the bits a shift within it pushes out weigh under ``2**-267``.
+SUBNORMAL_REACH = 80
 #: Sorting networks (comparator lists, descending) for the term counts the back end takes.
 _NETWORKS = {3: ((0, 1), (1, 2), (0, 1)), 4: ((0, 1), (2, 3), (0, 2), (1, 3), (1, 2))}
 
@@ -205,7 +211,8 @@ class ClusterSums(wiring.Component):
     Sorted term ``j`` joins the cluster of term ``j - 1`` when ``top_(j-1) - top_j <=
     D`` (``chain_(j-1)``); term 0 and every term that does not join start a cluster
     (``start_s``). The window anchored at term ``s`` holds terms ``s, s + 1, ...`` while they
-    chain, each at its place: bit ``L_s - 1`` weighs ``2**top_s``.
+    chain, each at its place: bit ``L_s - 1`` weighs ``2**top_s``. It is built from the
+    window below it (term ``s`` plus, when term ``s + 1`` joins, the cluster starting there).
 
     Members
     -------
@@ -239,41 +246,42 @@ class ClusterSums(wiring.Component):
             c = Signal(name=f"chain{k}")
             m.d.comb += c.eq(top[k] - top[k + 1] <= D)
             chain.append(c)
-        for s in range(n):
-            L = sp.windows[s]
-            total = 0
-            for j in range(s, n):
-                neg, mag = getattr(self, f"neg_{j}"), getattr(self, f"mag_{j}")
-                sv = Signal(signed(w + 1), name=f"sv{s}_{j}")
-                m.d.comb += sv.eq(Mux(neg, -mag, mag))
-                placed = Signal(signed(L + 1), name=f"pl{s}_{j}")
-                if j == s:
-                    m.d.comb += placed.eq(sv << (L - w))
-                else:
-                    inc = Signal(name=f"inc{s}_{j}")
-                    m.d.comb += inc.eq(Cat(*chain[s:j]).all())
-                    off = Signal(range(L - w + 2), name=f"off{s}_{j}")
-                    dist = top[s] - top[j]
-                    m.d.comb += off.eq(Mux(inc & (dist <= L - w), dist, L - w + 1))
-                    m.d.comb += placed.eq(Mux(inc, (sv << (L - w)) >> off, 0))
-                total = total + placed
+        # Bottom up: the cluster starting at term s is term s plus, when term s + 1 joins,
+        # the cluster starting there, shifted under term s (its anchor D places below the
+        # window's, so the shift is D - (top_s - top_(s+1))): one shift and one add per
+        # window instead of one shift per member.
+        below = None
+        for s in reversed(range(n)):
+            L, width = sp.windows[s], self.sum_bits(sp, s)
+            neg, mag = getattr(self, f"neg_{s}"), getattr(self, f"mag_{s}")
+            anchor = Signal(signed(w + 1), name=f"anchor{s}")
+            m.d.comb += anchor.eq(Mux(neg, -mag, mag))
             out = getattr(self, f"sum_{s}")
-            m.d.comb += [out.eq(total), getattr(self, f"nz_{s}").eq(out != 0),
+            if below is None:
+                m.d.comb += out.eq(anchor << (L - w))
+            else:
+                dist = Signal(range(D + 1), name=f"up{s}")
+                m.d.comb += dist.eq(Mux(chain[s], D - (top[s] - top[s + 1]), 0))
+                part = Signal(signed(width), name=f"below{s}")
+                m.d.comb += part.eq(Mux(chain[s], below << dist, 0))
+                m.d.comb += out.eq((anchor << (L - w)) + part)
+            m.d.comb += [getattr(self, f"nz_{s}").eq(out != 0),
                          getattr(self, f"start_{s}").eq(1 if s == 0 else ~chain[s - 1])]
+            below = out
         return m
 
     def parts(self):
-        """The chain compares; per window its members' negations, placing right shifts
-        (``w`` bits into ``L_s``) and the sum; the zero tests (:mod:`hwgen.parts`)."""
+        """The chain compares; per window the anchor's negation, the shift of the cluster
+        below under it and the add; the zero tests (:mod:`hwgen.parts`)."""
         sp = self._s
-        n, w, E = sp.n, sp.w, sp.exp_bits
-        out = [Part("add", (E,), n - 1), Part("cmp", (E,), n - 1)]
+        n, w, E, D = sp.n, sp.w, sp.exp_bits, sp.reach
+        out = [Part("add", (E,), n - 1), Part("cmp", (E,), n - 1), Part("neg", (w,), n)]
         for s in range(n):
-            L, k = sp.windows[s], n - s
-            out += [Part("neg", (w,), k), Part("cmp", (self.sum_bits(sp, s),))]
-            if k > 1:
-                out += [Part("add", (E,), k - 1), Part("wshl", (w, L - w + 2, L), k - 1),
-                        Part("addn", (k, L + 2))]
+            width = self.sum_bits(sp, s)
+            out += [Part("cmp", (width,))]
+            if s < n - 1:
+                out += [Part("add", (E,)), Part("shl", (self.sum_bits(sp, s + 1), D + 1)),
+                        Part("add", (width,))]
         return out
 
 
@@ -318,12 +326,6 @@ class PickClusters(wiring.Component):
             v = Signal(name=f"live{s}")
             m.d.comb += v.eq(getattr(self, f"start_{s}") & getattr(self, f"nz_{s}"))
             live.append(v)
-        mags = []
-        for s in range(n):
-            x = getattr(self, f"sum_{s}")
-            mg = Signal(sp.windows[s] + 2, name=f"absum{s}")
-            m.d.comb += mg.eq(Mux(x < 0, -x, x))
-            mags.append((x < 0, mg))
         # Rank of each live cluster: a (first), b (second), c (third).
         rank_a = [Signal(name=f"is_a{s}") for s in range(n)]
         rank_b = [Signal(name=f"is_b{s}") for s in range(n)]
@@ -335,36 +337,40 @@ class PickClusters(wiring.Component):
             m.d.comb += [rank_a[s].eq(live[s] & ~none), rank_b[s].eq(live[s] & (cnt == 1)),
                          rank_c[s].eq(live[s] & (cnt == 2))]
         m.d.comb += self.zero.eq(~Cat(*live).any())
-        a_mag, b_mag = 0, 0
+        # The chosen sums (their anchors aligned), then one absolute value each.
+        a_sum = Signal(signed(sp.windows[0] + 3))
+        b_sum = Signal(signed(Lb + 3))
         for s in range(n):
-            neg, mg = mags[s]
-            top = getattr(self, f"top_{s}")
+            x, top = getattr(self, f"sum_{s}"), getattr(self, f"top_{s}")
             with m.If(rank_a[s]):
-                m.d.comb += [self.a_neg.eq(neg), self.a_top.eq(top),
-                             self.a_mag.eq(mg << (sp.windows[0] - sp.windows[s]))]
+                m.d.comb += [a_sum.eq(x << (sp.windows[0] - sp.windows[s])),
+                             self.a_top.eq(top)]
             if s >= 1:
                 with m.If(rank_b[s]):
-                    m.d.comb += [self.b_any.eq(1), self.b_neg.eq(neg), self.b_top.eq(top),
-                                 self.b_mag.eq(mg << (Lb - sp.windows[s]))]
+                    m.d.comb += [b_sum.eq(x << (Lb - sp.windows[s])), self.b_any.eq(1),
+                                 self.b_top.eq(top)]
                 with m.If(rank_c[s]):
-                    m.d.comb += [self.c_any.eq(1), self.c_neg.eq(neg)]
+                    m.d.comb += [self.c_any.eq(1), self.c_neg.eq(x < 0)]
+        m.d.comb += [self.a_neg.eq(a_sum < 0), self.a_mag.eq(Mux(a_sum < 0, -a_sum, a_sum)),
+                     self.b_neg.eq(b_sum < 0), self.b_mag.eq(Mux(b_sum < 0, -b_sum, b_sum))]
         return m
 
     def parts(self):
-        """The windows' absolute values, the ranks and the choices of ``Va``, ``Vb`` and
-        the third sign (:mod:`hwgen.parts`)."""
+        """The ranks, the choices of ``Va``, ``Vb`` and the third sign, and the two
+        absolute values (:mod:`hwgen.parts`)."""
         sp = self._s
         n, E = sp.n, sp.exp_bits
-        return ([Part("neg", (sp.windows[s] + 2,)) for s in range(n)]
-                + [Part("mux", (n, sp.held + E + 1)), Part("mux", (n - 1, sp.windows[1] + E + 3)),
-                   Part("mux", (n - 2, 2))])
+        return [Part("mux", (n, sp.held + E + 1)), Part("mux", (n - 1, sp.windows[1] + E + 3)),
+                Part("mux", (n - 2, 2)), Part("neg", (sp.held,)),
+                Part("neg", (sp.windows[1] + 2,))]
 
 
 class Frame(wiring.Component):
     """``Va`` placed with ``2**q`` at bit ``F - 2``: ``q = max(p, -126)``, ``p`` the top
     place of ``T`` (``Va``'s, one less when ``Va`` is a power of two and the clusters below
     have the other sign). Bits that a subnormal ``q`` pushes below bit 1 are jammed into
-    bit 0; a normal ``q`` loses none.
+    bit 0 (all of ``Va`` when it is pushed more than ``SUBNORMAL_REACH`` places); a normal
+    ``q`` loses none.
 
     Members
     -------
@@ -392,36 +398,34 @@ class Frame(wiring.Component):
                      self.below.eq(Mux(self.b_any, Mux(opposite, -1, 1), 0))]
         lz = leading_zeros(m, self.a_mag, H, "va_lz", tree=True)
         pow2 = Signal()
-        m.d.comb += pow2.eq((self.a_mag << lz)[:H] == (1 << (H - 1)))
+        m.d.comb += pow2.eq((self.a_mag & (self.a_mag - 1)) == 0)
         p = Signal(signed(E))
         m.d.comb += p.eq(self.a_top + 2 - lz - (pow2 & opposite))
         m.d.comb += self.q.eq(Mux(p < -126, -126, p))
-        # Left shift a_top + 3 - q puts 2**q at bit F - 2 (a_mag bit H - 3 weighs
-        # 2**a_top); negative only for a subnormal q, then a right shift with a jam.
+        # A left shift by a_top + 3 - q puts 2**q at bit F - 2 (a_mag bit H - 3 weighs
+        # 2**a_top); it is negative only for a subnormal q. One left shift by DEEP more, into
+        # DEEP more bits below the frame, does both: what lands there is jammed into bit 0,
+        # and a shift of more than DEEP to the right jams all of Va.
+        K = SUBNORMAL_REACH
         shift = Signal(signed(E + 1))
-        m.d.comb += shift.eq(self.a_top + 3 - self.q)
-        right = Signal(range(H + 2))
-        m.d.comb += right.eq(Mux(shift >= 0, 0, Mux(-shift > H + 1, H + 1, -shift)))
-        left = Signal(range(H + 4))
-        m.d.comb += left.eq(Mux(shift > H + 3, H + 3, Mux(shift < 0, 0, shift)))
-        up = Signal(F - 1)
-        m.d.comb += up.eq(self.a_mag << left)
-        wide = Signal(2 * H + 2)
-        m.d.comb += wide.eq(Cat(Const(0, H + 2), self.a_mag) >> right)
-        with m.If(shift >= 0):
-            m.d.comb += self.frame.eq(Cat(Const(0, 1), up))
-        with m.Else():
-            m.d.comb += self.frame.eq(Cat(wide[:H + 2].any(), wide[H + 2:]))
+        m.d.comb += shift.eq(self.a_top + 3 - self.q + K)
+        amount = Signal(range(H + 4 + K))
+        m.d.comb += amount.eq(Mux(shift < 0, 0, Mux(shift > H + 3 + K, H + 3 + K, shift)))
+        wide = Signal(F - 1 + K)
+        m.d.comb += wide.eq(self.a_mag << amount)
+        jam = Signal()
+        m.d.comb += jam.eq(Mux(shift < 0, self.a_mag.any(), wide[:K].any()))
+        m.d.comb += self.frame.eq(Cat(jam, Mux(shift < 0, 0, wide[K:])))
         return m
 
     def parts(self):
-        """Leading-zero count, power-of-two test, top-place adds, the two-way placing shift
-        with its jam (:mod:`hwgen.parts`)."""
+        """Leading-zero count, power-of-two test, top-place adds, the placing shift with
+        its jam (:mod:`hwgen.parts`)."""
         sp = self._s
-        H, F, E = sp.held, sp.frame, sp.exp_bits
-        return [Part("lzc", (H,)), Part("shl", (H, H)), Part("cmp", (H,)),
-                Part("add", (E,), 3), Part("cmp", (E,), 2), Part("shl", (H, H + 4)),
-                Part("shr", (H, H + 2)), Part("mux", (2, F))]
+        H, F, E, K = sp.held, sp.frame, sp.exp_bits, SUBNORMAL_REACH
+        return [Part("lzc", (H,)), Part("add", (H,)), Part("cmp", (H,)),
+                Part("add", (E,), 3), Part("cmp", (E,), 3), Part("shl", (H, H + 4 + K)),
+                Part("cmp", (K,)), Part("mux", (2, F))]
 
 
 class Nearest(wiring.Component):
