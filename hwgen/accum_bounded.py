@@ -56,11 +56,11 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .accum import NAN_WORD, AccumSpec, TermSpec, accum_layout, leading_zeros, round_to_word
-from .accum_split import SPLIT_GAP, AccVersusE, SplitSpec, SplitSum
+from .accum_split import E_BITS, SPLIT_GAP, AccVersusE, SplitSpec, SplitSum
 from .parts import Part, probe, within
 
 __all__ = ["BoundedSpec", "PreAdd", "JamPair", "Decode", "SwapAlign", "AddSub", "RoundAt",
-           "BoundedAdd", "PAIR_WINDOW"]
+           "BypassRound", "BoundedAdd", "PAIR_WINDOW"]
 
 #: ``K + 1``: bits of the pair window (:class:`JamPair`), the higher term's leading one at
 #: bit ``K``. The least width for which jamming the lower term is exact
@@ -565,6 +565,67 @@ class RoundAt(wiring.Component):
             + [Part("add", (E + 2,), 3), Part("mux", (2, 32), 3)]
 
 
+class BypassRound(wiring.Component):
+    """For a step split by :class:`hwgen.accum_split.SplitSum`: the bypass result
+    ``RNE(T - s * Xe) = RNE(d * s * 2**(q - 24) + E)``, ``d = fn - xe`` in -1..1:
+    ``RNE(E)`` when ``d = 0``, else ``+-RNE(2**(q - 24) - |E|)`` (``E`` then has the other
+    sign and ``|E| <= 2**(q - 25)``).
+
+    Members
+    -------
+    fn, xe, a_neg, q, e_* : In
+    word : Out(32)
+    """
+
+    def __init__(self, sspec):
+        self._s = sspec
+        sp = sspec
+        E = sp.exp_bits
+        super().__init__({"fn": In(26), "xe": In(26), "a_neg": In(1), "q": In(signed(E)),
+                          "e_neg": In(1), "e_zero": In(1), "e_top": In(signed(E)),
+                          "e_sig": In(E_BITS), "e_sticky": In(1), "word": Out(32)})
+
+    def elaborate(self, platform):
+        m = Module()
+        sp = self._s
+        E = sp.exp_bits
+        W = E_BITS + 2
+        m.submodules.round = rnd = RoundAt(W, E + 1)
+        same = self.fn == self.xe
+        # 2**g - |E| in units of 2**(g - 27), g = q - 24: |E| truncated there (its
+        # E_BITS bits shifted right by g - 1 - e_top >= 0) and the rest as a borrow.
+        k = Signal(signed(E + 1))
+        m.d.comb += k.eq(self.q - 25 - self.e_top)
+        kk = Signal(range(E_BITS + 2))
+        m.d.comb += kk.eq(Mux(self.e_zero, E_BITS + 1,
+                              Mux(k > E_BITS + 1, E_BITS + 1, Mux(k < 0, 0, k))))
+        wide = Signal(2 * E_BITS + 2)
+        m.d.comb += wide.eq(Cat(Const(0, E_BITS + 2), self.e_sig) >> kk)
+        et = wide[E_BITS + 2:]
+        lost = wide[:E_BITS + 2].any() | (self.e_sticky & ~self.e_zero)
+        z = Signal(E_BITS + 1)
+        m.d.comb += z.eq((1 << E_BITS) - et - lost)
+        with m.If(same):
+            m.d.comb += [rnd.mag.eq(Cat(self.e_sticky, self.e_sig)),
+                         rnd.base.eq(self.e_top - E_BITS), rnd.neg.eq(self.e_neg)]
+        with m.Else():
+            # d * s: the sign of the result (fn - xe = +1 keeps s, -1 flips it).
+            m.d.comb += [rnd.mag.eq(Cat(lost, z)), rnd.base.eq(self.q - 24 - E_BITS - 1),
+                         rnd.neg.eq(self.a_neg ^ (self.fn < self.xe))]
+        m.d.comb += self.word.eq(rnd.word)
+        return m
+
+    def parts(self):
+        """The ``fn``/``xe`` compare, the shift of ``E`` under ``2**(q - 24)`` and the
+        subtraction, the operand choice and a :class:`RoundAt`
+        (:mod:`hwgen.parts`)."""
+        sp = self._s
+        E = sp.exp_bits
+        return ([Part("cmp", (26,), 2), Part("add", (E + 1,)), Part("shr", (E_BITS, E_BITS + 2)),
+                 Part("add", (E_BITS + 1,)), Part("mux", (2, E_BITS + 2 + E + 2))]
+                + probe(RoundAt(E_BITS + 2, E + 1)).parts())
+
+
 class BoundedAdd(wiring.Component):
     """One accumulation, the interface and contract of :class:`hwgen.accum.ExactAdd`: a
     one-term step, two terms pre-added (``max_exp_diff``, :class:`PreAdd`), two
@@ -610,6 +671,7 @@ class BoundedAdd(wiring.Component):
         elif b.split is not None:
             final = [Part("cmp", (32,)), Part("mux", (2, 32), 3)]
             out = (within("split", probe(SplitSum(b.split)).parts())
+                   + within("bypass", probe(BypassRound(b.split)).parts())
                    + within("versus", probe(AccVersusE(b.split)).parts())
                    + within("choose", final))
         elif len(b.accum.terms) == 2:
@@ -641,13 +703,15 @@ class BoundedAdd(wiring.Component):
             zero_acc = zero_acc | bypass
         elif b.split is not None:
             m.submodules.split = sp = SplitSum(b.split)
+            m.submodules.bypass = bp = BypassRound(b.split)
             m.submodules.versus = vs = AccVersusE(b.split)
+            m.d.comb += [bp.fn.eq(sp.fn), bp.xe.eq(sp.xe), bp.a_neg.eq(sp.s_neg), bp.q.eq(sp.q)]
             m.d.comb += [sp.step.eq(self.step), dec.sig.eq(sp.p_sig), dec.exp.eq(sp.p_exp)]
             acc_eff = Signal(32)
             m.d.comb += acc_eff.eq(Mux(self.step.first, 0, self.acc))
             m.d.comb += [vs.acc.eq(acc_eff), vs.q.eq(sp.q)]
             for f in ("e_neg", "e_zero", "e_top", "e_sig", "e_sticky"):
-                m.d.comb += getattr(vs, f).eq(getattr(sp, f))
+                m.d.comb += [getattr(vs, f).eq(getattr(sp, f)), getattr(bp, f).eq(getattr(sp, f))]
             # The accumulator that P cannot serve takes the bypass word; one below
             # 2**(q - 26) takes N's word or, for a midpoint N, the neighbour that the sign
             # of acc + E picks (a tie: the even one).
@@ -656,7 +720,7 @@ class BoundedAdd(wiring.Component):
                          away.eq(Mux(vs.zero, sp.w_base[0], vs.pos ^ sp.s_neg))]
             split_word = Signal(32)
             with m.If(is_a):
-                m.d.comb += split_word.eq(sp.ra)
+                m.d.comb += split_word.eq(bp.word)
             with m.Else():
                 m.d.comb += split_word.eq(Mux(sp.mid & away, sp.w_up, sp.w_base))
             use_split = Signal()

@@ -32,8 +32,9 @@ when the cluster above it is all of ``N``. Components, one per datapath stage:
 start), :class:`PickClusters` (the first nonzero cluster, the second, the third's sign),
 :class:`Frame` (the first cluster placed with ``2**q`` at a fixed bit), :class:`Nearest`
 (``N``, the bypass word and ``N``'s FP32 words), :class:`Residue` (``E``), :class:`LoopTerm`
-(``P``), :class:`BypassRound` (the bypass result), :class:`SplitSum` (them together, outside
-the loop) and :class:`AccVersusE` (the loop's compares with the accumulator).
+(``P``), :class:`SplitSum` (them together, outside the loop) and :class:`AccVersusE` (the
+loop's compares with the accumulator); :class:`hwgen.accum_bounded.BypassRound` rounds the
+bypass result beside its :class:`hwgen.accum_bounded.RoundAt`.
 """
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
@@ -44,7 +45,7 @@ from .accum import accum_layout, leading_zeros
 from .parts import Part, probe, within
 
 __all__ = ["SPLIT_GAP", "SplitSpec", "SortTerms", "ClusterSums", "PickClusters", "Frame",
-           "Nearest", "Residue", "LoopTerm", "BypassRound", "SplitSum", "AccVersusE"]
+           "Nearest", "Residue", "LoopTerm", "SplitSum", "AccVersusE"]
 
 #: Least number of empty places between a cluster's lowest bit and the next term's leading
 #: one that keeps that term out of the cluster: the sum of everything below a cluster is
@@ -639,71 +640,10 @@ class Residue(wiring.Component):
                 Part("mux", (2, E_BITS + E + 1))]
 
 
-class BypassRound(wiring.Component):
-    """The bypass result ``RNE(T - s * Xe) = RNE(d * s * 2**(q - 24) + E)``, ``d = fn - xe``
-    in -1..1: ``RNE(E)`` when ``d = 0``, else ``+-RNE(2**(q - 24) - |E|)`` (``E`` then has
-    the other sign and ``|E| <= 2**(q - 25)``).
-
-    Members
-    -------
-    fn, xe, a_neg, q, e_* : In
-    word : Out(32)
-    """
-
-    def __init__(self, sspec):
-        self._s = sspec
-        sp = sspec
-        E = sp.exp_bits
-        super().__init__({"fn": In(26), "xe": In(26), "a_neg": In(1), "q": In(signed(E)),
-                          "e_neg": In(1), "e_zero": In(1), "e_top": In(signed(E)),
-                          "e_sig": In(E_BITS), "e_sticky": In(1), "word": Out(32)})
-
-    def elaborate(self, platform):
-        m = Module()
-        from .accum_bounded import RoundAt
-        sp = self._s
-        E = sp.exp_bits
-        W = E_BITS + 2
-        m.submodules.round = rnd = RoundAt(W, E + 1)
-        same = self.fn == self.xe
-        # 2**g - |E| in units of 2**(g - 27), g = q - 24: |E| truncated there (its
-        # E_BITS bits shifted right by g - 1 - e_top >= 0) and the rest as a borrow.
-        k = Signal(signed(E + 1))
-        m.d.comb += k.eq(self.q - 25 - self.e_top)
-        kk = Signal(range(E_BITS + 2))
-        m.d.comb += kk.eq(Mux(self.e_zero, E_BITS + 1,
-                              Mux(k > E_BITS + 1, E_BITS + 1, Mux(k < 0, 0, k))))
-        wide = Signal(2 * E_BITS + 2)
-        m.d.comb += wide.eq(Cat(Const(0, E_BITS + 2), self.e_sig) >> kk)
-        et = wide[E_BITS + 2:]
-        lost = wide[:E_BITS + 2].any() | (self.e_sticky & ~self.e_zero)
-        z = Signal(E_BITS + 1)
-        m.d.comb += z.eq((1 << E_BITS) - et - lost)
-        with m.If(same):
-            m.d.comb += [rnd.mag.eq(Cat(self.e_sticky, self.e_sig)),
-                         rnd.base.eq(self.e_top - E_BITS), rnd.neg.eq(self.e_neg)]
-        with m.Else():
-            # d * s: the sign of the result (fn - xe = +1 keeps s, -1 flips it).
-            m.d.comb += [rnd.mag.eq(Cat(lost, z)), rnd.base.eq(self.q - 24 - E_BITS - 1),
-                         rnd.neg.eq(self.a_neg ^ (self.fn < self.xe))]
-        m.d.comb += self.word.eq(rnd.word)
-        return m
-
-    def parts(self):
-        """The ``fn``/``xe`` compare, the shift of ``E`` under ``2**(q - 24)`` and the
-        subtraction, the operand choice and a :class:`hwgen.accum_bounded.RoundAt`
-        (:mod:`hwgen.parts`)."""
-        from .accum_bounded import RoundAt
-        sp = self._s
-        E = sp.exp_bits
-        return ([Part("cmp", (26,), 2), Part("add", (E + 1,)), Part("shr", (E_BITS, E_BITS + 2)),
-                 Part("add", (E_BITS + 1,)), Part("mux", (2, E_BITS + 2 + E + 2))]
-                + probe(RoundAt(E_BITS + 2, E + 1)).parts())
-
-
 class SplitSum(wiring.Component):
     """The split of a step of independent terms, outside the accumulator loop: everything
-    :class:`hwgen.accum_bounded.BoundedAdd` needs besides the accumulator.
+    :class:`hwgen.accum_bounded.BoundedAdd` needs besides the accumulator (and the bypass
+    result, which :class:`hwgen.accum_bounded.BypassRound` rounds from these).
 
     Members
     -------
@@ -712,9 +652,11 @@ class SplitSum(wiring.Component):
         The exact sum is 0 (``P`` is 0 too: the loop adds nothing).
     p_sig, p_exp : Out
         The loop's term ``P``.
-    a_word, a_valid, ra : Out
-        The bypass: for an accumulator word ``a_word`` (when ``a_valid``) the result is
-        ``ra``.
+    a_word, a_valid : Out
+        The bypass word (when ``a_valid``); its result is
+        :class:`hwgen.accum_bounded.BypassRound`'s from ``fn``, ``xe`` and ``E``.
+    fn, xe : Out(26)
+        ``N`` and ``Xe`` in units of ``2**(q - 24)``.
     q : Out(signed(E))
         Accumulators below ``2**(q - 26)`` in magnitude take one of ``N``'s words.
     w_base, w_up, mid : Out
@@ -729,7 +671,8 @@ class SplitSum(wiring.Component):
         super().__init__({
             "step": In(accum_layout(sp.terms)), "zero": Out(1),
             "p_sig": Out(signed(sp.term_bits)), "p_exp": Out(sp.term_exp_bits),
-            "a_word": Out(32), "a_valid": Out(1), "ra": Out(32), "q": Out(signed(E)),
+            "a_word": Out(32), "a_valid": Out(1), "fn": Out(26), "xe": Out(26),
+            "q": Out(signed(E)),
             "w_base": Out(32), "w_up": Out(32), "mid": Out(1), "s_neg": Out(1),
             "e_neg": Out(1), "e_zero": Out(1), "e_top": Out(signed(E)),
             "e_sig": Out(E_BITS), "e_sticky": Out(1)})
@@ -738,7 +681,7 @@ class SplitSum(wiring.Component):
         sp = self._s
         return {"sort": SortTerms(sp), "clusters": ClusterSums(sp), "pick": PickClusters(sp),
                 "frame": Frame(sp), "nearest": Nearest(sp), "residue": Residue(sp),
-                "term": LoopTerm(sp), "bypass": BypassRound(sp)}
+                "term": LoopTerm(sp)}
 
     def elaborate(self, platform):
         m = Module()
@@ -746,9 +689,8 @@ class SplitSum(wiring.Component):
         b = self.blocks()
         for name, blk in b.items():
             m.submodules[name] = blk
-        srt, cs, pk, fr, nr, rs, lt, bp = (b[k] for k in ("sort", "clusters", "pick", "frame",
-                                                          "nearest", "residue", "term",
-                                                          "bypass"))
+        srt, cs, pk, fr, nr, rs, lt = (b[k] for k in ("sort", "clusters", "pick", "frame",
+                                                      "nearest", "residue", "term"))
         m.d.comb += srt.step.eq(self.step)
         for k in range(sp.n):
             for f in ("neg", "mag", "top", "zero"):
@@ -765,14 +707,13 @@ class SplitSum(wiring.Component):
         for f in ("b_any", "b_neg", "b_mag", "b_top", "c_any", "c_neg", "a_neg"):
             m.d.comb += getattr(rs, f).eq(getattr(pk, f))
         m.d.comb += [rs.q.eq(fr.q), rs.below.eq(fr.below)]
-        m.d.comb += [bp.fn.eq(nr.fn), bp.xe.eq(nr.xe), bp.a_neg.eq(pk.a_neg), bp.q.eq(fr.q),
-                     lt.fn.eq(nr.fn), lt.a_neg.eq(pk.a_neg), lt.q.eq(fr.q)]
+        m.d.comb += [lt.fn.eq(nr.fn), lt.a_neg.eq(pk.a_neg), lt.q.eq(fr.q),
+                     self.fn.eq(nr.fn), self.xe.eq(nr.xe)]
         for f in ("e_neg", "e_zero", "e_top", "e_sig", "e_sticky"):
-            m.d.comb += [getattr(bp, f).eq(getattr(rs, f)), getattr(lt, f).eq(getattr(rs, f)),
-                         getattr(self, f).eq(getattr(rs, f))]
+            m.d.comb += [getattr(lt, f).eq(getattr(rs, f)), getattr(self, f).eq(getattr(rs, f))]
         m.d.comb += [self.zero.eq(pk.zero), self.p_sig.eq(Mux(pk.zero, 0, lt.p_sig)),
                      self.p_exp.eq(lt.p_exp), self.a_word.eq(nr.a_word),
-                     self.a_valid.eq(nr.a_valid & ~pk.zero), self.ra.eq(bp.word),
+                     self.a_valid.eq(nr.a_valid & ~pk.zero),
                      self.q.eq(fr.q), self.w_base.eq(nr.w_base), self.w_up.eq(nr.w_up),
                      self.mid.eq(nr.mid), self.s_neg.eq(pk.a_neg)]
         return m
