@@ -32,7 +32,7 @@ Usage::
    entry is held out, among them every single-stage unit with 64 lanes.
    The accumulator's blocks are calibrated by synthesizing reference adders, not units:
    the full window's align and round (:func:`calibrate_accumulator`) and the bounded back
-   end's decode, align, addsub, round and pair (:func:`calibrate_bounded`).
+   end's decode, align, addsub, round, pair and split (:func:`calibrate_bounded`).
 4. The model is compared with every entry of the table and the worst relative error is
    printed, overall and on the held-out entries (the bar is 10%).
 """
@@ -91,8 +91,9 @@ def fit_primitives(grid=None):
 
 def _block_factors(block, top, subs, families, source):
     """Synthesize the Amaranth ``block`` (top module ``top``) hierarchically and return,
-    per ``(name, module)`` of ``subs``, the ratio of the submodule's synthesized area to the
-    primitive cost of the ``accum.<name>`` entries of ``block.parts()``."""
+    per ``(name, module)`` of ``subs``, the ratio of the submodule's synthesized area (with
+    the submodules it instantiates) to the primitive cost of the ``accum.<name>`` entries of
+    ``block.parts()``."""
     from amaranth.back import verilog
 
     from hwgen.parts import entries
@@ -103,9 +104,13 @@ def _block_factors(block, top, subs, families, source):
     structure = {"unit": top, "structure": entries("accum", block.parts())}
     for comp in area_model.unit_inventory(structure):
         blocks[comp.block] = blocks.get(comp.block, 0.0) + comp.cost({"families": families})
+    def total(name):
+        mod = res.modules[name]
+        return mod["nand2"] + sum(k * total(child) for child, k in mod["instances"].items())
+
     out = {}
     for name, module in subs:
-        value = res.modules[f"{top}.{module}"]["nand2"]
+        value = total(f"{top}.{module}")
         key = f"accum.{name}"
         out[key] = {"factor": round(value / blocks[key], 4), "synth_nand2": value,
                     "primitives_nand2": round(blocks[key], 1), "source": source}
@@ -128,27 +133,31 @@ def calibrate_accumulator(families):
 
 
 #: The reference steps of the bounded back end's calibration: one synthetic term (the
-#: window back end's reference), and two independent synthetic terms for the pair. Neither
-#: is a unit's own geometry.
-BOUNDED_REFS = {"one": [("t0", 24, 8, 110)], "pair": [("p0", 12, 8, 140), ("p1", 12, 8, 140)]}
+#: window back end's reference), two independent synthetic terms for the pair and four for
+#: the split. None is a unit's own geometry.
+BOUNDED_REFS = {"one": [("t0", 24, 8, 110)], "pair": [("p0", 12, 8, 140), ("p1", 12, 8, 140)],
+                "split": [(f"s{i}", 12, 8, 140) for i in range(4)]}
+#: The sub-blocks each reference calibrates.
+BOUNDED_SUBS = {"one": ("decode", "align", "addsub", "round"), "pair": ("pair",),
+                "split": ("split", "bypass", "versus")}
 
 
 def calibrate_bounded(families):
-    """Synthesize two reference bounded adders (``BOUNDED_REFS``) hierarchically and
+    """Synthesize three reference bounded adders (``BOUNDED_REFS``) hierarchically and
     record, per sub-block (``accum.decode``, ``accum.align``, ``accum.addsub``,
-    ``accum.round`` from the one-term reference, ``accum.pair`` from the paired one), the
-    ratio of its synthesized area to the sum of its primitive costs: the bounded
-    counterpart of :func:`calibrate_accumulator`, whose factors (fitted on a 320-bit
-    window) do not describe a 27-to-88-bit one."""
+    ``accum.round`` from the one-term reference, ``accum.pair`` from the paired one,
+    ``accum.split``, ``accum.bypass`` and ``accum.versus`` from the split one,
+    ``BOUNDED_SUBS``), the ratio of its synthesized area to the sum of its primitive
+    costs: the bounded counterpart of :func:`calibrate_accumulator`, whose factors (fitted
+    on a 320-bit window) do not describe a 27-to-88-bit one."""
     from hwgen.accum import TermSpec
     from hwgen.accum_bounded import BoundedAdd
 
     out = {}
     for ref, terms in BOUNDED_REFS.items():
         add = BoundedAdd([TermSpec(*t) for t in terms])
-        subs = ("pair",) if ref == "pair" else ("decode", "align", "addsub", "round")
         out.update(_block_factors(
-            add, f"calib_bnd_{ref}", [(sub, sub) for sub in subs], families,
+            add, f"calib_bnd_{ref}", [(sub, sub) for sub in BOUNDED_SUBS[ref]], families,
             f"hwgen.accum_bounded.BoundedAdd, terms {terms}, window {add.bspec.window} bits, "
             f"hierarchical synthesis"))
     return out

@@ -252,3 +252,41 @@ def test_split_gap_matters():
     assert len(steps) > 100
     want = check(terms, steps)
     assert (run_rtl(terms, steps, split_gap=SPLIT_GAP - 19) != want).any()
+
+
+def test_split_needs_its_bypass_and_its_small_accumulator_words():
+    """Each way around ``acc + P`` is needed: with the bypass word never matching, steps
+    whose accumulator is ``-N`` or close to it (split_pow2, split_chain, split_cancel) go
+    wrong; with accumulators below ``2**(q - 26)`` sent to ``acc + P`` too, split_mid steps
+    (a midpoint decided far below) go wrong."""
+    import hwgen.accum_bounded as bounded
+    import hwgen.accum_split as split
+
+    class NoSmall(split.AccVersusE):
+        def elaborate(self, platform):
+            m = super().elaborate(platform)
+            m.d.comb += self.small.eq(0)
+            return m
+
+    class NoBypass(split.Nearest):
+        def elaborate(self, platform):
+            m = super().elaborate(platform)
+            m.d.comb += self.a_valid.eq(0)
+            return m
+
+    terms = mxfp4_terms("dense")
+    steps = accum_steps(terms, 2500, 41)
+    for module, name, mutant, classes in (
+            (bounded, "AccVersusE", NoSmall, ("split_mid",)),
+            (split, "Nearest", NoBypass, ("split_pow2", "split_chain", "split_cancel"))):
+        sel = np.isin(steps.kind, [CLASSES.index(c) for c in classes])
+        some = AccumSteps(steps.terms, *(getattr(steps, f)[sel] for f in
+                                         ("acc", "sig", "exp", "nan", "first", "kind")))
+        want = check(terms, some)
+        original = getattr(module, name)
+        setattr(module, name, mutant)
+        try:
+            wrong = (run_rtl(terms, some) != want).sum()
+        finally:
+            setattr(module, name, original)
+        assert wrong > 5, (name, wrong)
