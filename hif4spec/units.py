@@ -30,8 +30,8 @@ RESIDUAL_TAGS = {"none": "rnone", "2:4": "r24", "dense": "rdense"}
 #: Accumulator back ends of a dot-product unit (spec section 7 either way, bit for bit):
 #: ``"window"`` adds every step into a fixed-point window holding every bit of every term
 #: (:mod:`hwgen.accum`, the reference); ``"bounded"`` adds in a window a little wider than
-#: one term, after pre-adding terms that share a scale or pairing two independent ones
-#: (:mod:`hwgen.accum_bounded`); ``"trunc"`` is *not* exact: it aligns every operand to the
+#: one term, after pre-adding terms that share a scale, pairing two independent ones or
+#: splitting four (:mod:`hwgen.accum_bounded`, :mod:`hwgen.accum_split`); ``"trunc"`` is *not* exact: it aligns every operand to the
 #: largest one, truncates below ``TRUNC_BITS`` extra bits and truncates the sum to FP32,
 #: the way published measurements describe tensor cores (:mod:`hwgen.accum_trunc`,
 #: ``docs/accumulator.md``), for comparison.
@@ -101,7 +101,7 @@ UNITS = {u.name: u for u in (
     UnitSpec("hif4", "hif4", "hwgen.hif4:HiF4DotUnit", RESIDUAL_MODES, RESIDUAL_MODES[:2],
              accums=ACCUMS),
     UnitSpec("mxfp4", "mxfp4", "hwgen.mxfp4:MXFP4DotUnit", RESIDUAL_MODES, RESIDUAL_MODES[:2],
-             accums=ACCUMS, accum_limits=(("bounded", RESIDUAL_MODES[:1]),)),
+             accums=ACCUMS),
     UnitSpec("nvfp4", "nvfp4", "hwgen.nvfp4:NVFP4DotUnit", RESIDUAL_MODES[:1],
              RESIDUAL_MODES[:1], accums=ACCUMS),
     UnitSpec("hif4_quant", "hif4", "hwgen.encoder:HiF4QuantUnit", RESIDUAL_MODES,

@@ -108,6 +108,7 @@ CI_CONFIGS = [
     ("hif4", "dense", 4, 16, "trunc"),
     ("mxfp4", "none", 2, 16, "bounded"),
     ("mxfp4", "2:4", 3, 32, "window"),
+    ("mxfp4", "2:4", 2, 16, "bounded"),
     ("mxfp4", "dense", 4, 16, "trunc"),
     ("nvfp4", "none", 3, 16, "window"),     # also built by test_sweep_ray
     ("nvfp4", "none", 2, 64, "bounded"),

@@ -24,10 +24,11 @@ def test_rtl_out_holds_the_standard_set():
         [f"{u}{'' if u.endswith('_quant') else '_dot'}_{'rnone' if r == 'none' else 'r24'}"
          "_s3_l64" for u, r in STANDARD]
         + ["hif4_dot_rnone_s3_l64_bnd", "hif4_dot_r24_s3_l64_bnd", "mxfp4_dot_rnone_s3_l64_bnd",
-           "nvfp4_dot_rnone_s3_l64_bnd"])
-    bounded = (("hif4", "none"), ("hif4", "2:4"), ("mxfp4", "none"), ("nvfp4", "none"))
+           "mxfp4_dot_r24_s3_l64_bnd", "nvfp4_dot_rnone_s3_l64_bnd"])
+    bounded = (("hif4", "none"), ("hif4", "2:4"), ("mxfp4", "none"), ("mxfp4", "2:4"),
+               ("nvfp4", "none"))
     for u, r in STANDARD:
-        # not asked for, a dot unit's back end is bounded where the pair has it
+        # not asked for, a dot unit's back end is bounded (every pair has it)
         picked = select_manifest(found, u, r)[1]
         assert picked["parameters"].get("accum") == (
             None if u.endswith("_quant") else "bounded" if (u, r) in bounded else "window")

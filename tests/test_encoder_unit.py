@@ -30,17 +30,17 @@ def test_registry_kinds_and_names():
     assert module_name("hif4", "2:4", 3, 64, "window") == "hif4_dot_r24_s3_l64"
     assert module_name("hif4", "2:4", 3, 64, "bounded") == "hif4_dot_r24_s3_l64_bnd"
     assert module_name("mxfp4", "dense", 3, 64, "trunc") == "mxfp4_dot_rdense_s3_l64_trc"
-    # a dot unit's default back end: bounded where the pair has it, else the reference
+    # a dot unit's default back end: bounded (every unit and residual mode has it)
     assert module_name("hif4", "2:4", 3, 64) == "hif4_dot_r24_s3_l64_bnd"
-    assert module_name("mxfp4", "2:4", 3, 64) == "mxfp4_dot_r24_s3_l64"
+    assert module_name("mxfp4", "2:4", 3, 64) == "mxfp4_dot_r24_s3_l64_bnd"
     for cfg in all_configs():
         for accum in accums_of(cfg[0], cfg[1]) or (None,):
             assert parse_module_name(module_name(*cfg, accum)) == (*cfg, accum)
     assert parse_module_name("hif4_dot_r24_s3_l64_window") is None
     assert len(all_configs("encoder")) == 7 * len(STAGES) * len(LANES)
     std = [(u, p["residual"]) for u, p in standard_set()]
-    assert len(std) == 14
-    assert std[9:] == [("hif4_quant", "none"), ("hif4_quant", "2:4"), ("mxfp4_quant", "none"),
+    assert len(std) == 15
+    assert std[10:] == [("hif4_quant", "none"), ("hif4_quant", "2:4"), ("mxfp4_quant", "none"),
                        ("mxfp4_quant", "2:4"), ("nvfp4_quant", "none")]
     with pytest.raises(ValueError, match="kind"):
         units_of_kind("decoder")
@@ -48,8 +48,9 @@ def test_registry_kinds_and_names():
 
 def test_default_accumulator_back_end():
     """Not asked for, a dot unit gets the bounded back end where its residual mode has it
-    and the reference full window elsewhere (MXFP4 with a residual); an encoder none. The
-    registry, the names, the generators and the CLI's parameters all take that one."""
+    (every unit and residual mode does) and the reference full window elsewhere; an encoder
+    none. The registry, the names, the generators and the CLI's parameters all take that
+    one."""
     from hwgen.units import build_unit
 
     assert DEFAULTS["accum"] == "bounded" and REFERENCE_ACCUM == "window"
@@ -58,11 +59,12 @@ def test_default_accumulator_back_end():
         want = None if not have else "bounded" if "bounded" in have else "window"
         assert default_accum(unit, residual) == want
         assert resolve(unit, residual).get("accum") == want
-    assert default_accum("mxfp4", "2:4") == default_accum("mxfp4", "dense") == "window"
+    assert default_accum("mxfp4", "2:4") == default_accum("mxfp4", "dense") == "bounded"
     assert default_accum("hif4") == default_accum("nvfp4") == default_accum("mxfp4") == "bounded"
+    assert all(default_accum(u, r) == "bounded" for u, r, *_ in all_configs("dot"))
     assert build_unit("hif4", residual="dense").accum == "bounded"
-    assert build_unit("mxfp4", residual="dense").accum == "window"
-    assert build_unit("mxfp4", residual="dense").module_name == "mxfp4_dot_rdense_s3_l64"
+    assert build_unit("mxfp4", residual="dense").accum == "bounded"
+    assert build_unit("mxfp4", residual="dense").module_name == "mxfp4_dot_rdense_s3_l64_bnd"
     assert build_unit("nvfp4").module_name == "nvfp4_dot_rnone_s3_l64_bnd"
 
 

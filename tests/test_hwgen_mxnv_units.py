@@ -49,7 +49,7 @@ def test_registry_and_standard_set():
     std = [(u, p["residual"]) for u, p in standard_set()]
     assert ("mxfp4", "none") in std and ("mxfp4", "2:4") in std and ("nvfp4", "none") in std
     unit = build_unit("mxfp4", residual="2:4")
-    assert unit.module_name == "mxfp4_dot_r24_s3_l64"
+    assert unit.module_name == "mxfp4_dot_r24_s3_l64_bnd"
     assert build_unit("nvfp4").module_name == "nvfp4_dot_rnone_s3_l64_bnd"
 
 

@@ -6,11 +6,13 @@ is ``tests/test_sweep_ray.py``. Ctrl-C is sent to ``hif4 sweep synth`` run by
 ``tests/sweep_driver.py`` (the command on primitives) in a subprocess.
 """
 
+import dataclasses
 import json
 
 import pytest
 import sweep_driver
 
+from hif4spec import units
 from sim import sweep
 from sim.cli import main
 from sim.cost import primitives, synth, table
@@ -111,14 +113,25 @@ def test_energy_bad_input_is_one_line(argv, words, capsys):
     (["sweep", "synth", "--unit", "hif4", "--cluster", "nowhere"], "ray://HOST:PORT"),
     (["sweep", "synth", "--unit", "hif4", "--retries", "-1"], "--retries"),
     (["sweep", "rl", "--quick"], "--json FILE"),
-    (["sweep", "verify", "--unit", "mxfp4", "--residual", "2:4", "--accum", "bounded"],
-     "back end bounded with hif4 none/2:4/dense, mxfp4 none"),
     (["sweep", "rl", "--accum", "trunc"], "--accum applies to sweep synth/verify/energy"),
 ])
 def test_bad_selection_is_one_line(argv, words, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and words in err, err
+
+
+def test_a_selection_without_the_back_end_is_one_line(monkeypatch, capsys):
+    """A selection none of whose pairs has the asked-for back end says which pairs do
+    (every pair has every back end, so a registry entry narrowed by ``accum_limits`` stands
+    in for one without)."""
+    monkeypatch.setitem(units.UNITS, "mxfp4", dataclasses.replace(
+        units.UNITS["mxfp4"], accum_limits=(("bounded", ("none",)),)))
+    argv = ["sweep", "verify", "--unit", "mxfp4", "--residual", "2:4", "--accum", "bounded"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1, err
+    assert "back end bounded with hif4 none/2:4/dense, mxfp4 none" in err, err
 
 
 def test_verify_sweep_of_another_back_end(tmp_path, capsys):
@@ -138,7 +151,8 @@ def test_verify_sweep_of_another_back_end(tmp_path, capsys):
 
 def test_a_sweep_without_accum_takes_each_configurations_default(tmp_path, monkeypatch):
     """No ``--accum``: every configuration of the selection, each with its default back end
-    (bounded where the pair has it, the full window for MXFP4 with a residual); with
+    (bounded where the pair has it, else the full window: every pair has it, so a
+    registry entry narrowed by ``accum_limits`` stands in for one without); with
     ``--accum bounded`` the pairs without it are left out. The tasks are captured, not
     run."""
     ran = []
@@ -151,6 +165,11 @@ def test_a_sweep_without_accum_takes_each_configurations_default(tmp_path, monke
     common = ["sweep", "verify", "--unit", "hif4,mxfp4", "--residual", "2:4", "--stages", "3",
               "--lanes", "64", "--quiet", "--table", str(tmp_path / "v.json"),
               "--build-dir", str(tmp_path / "build")]
+    assert main(common) == 0
+    assert ran.pop() == [("hif4_dot_r24_s3_l64_bnd", "bounded"),
+                         ("mxfp4_dot_r24_s3_l64_bnd", "bounded")]
+    monkeypatch.setitem(units.UNITS, "mxfp4", dataclasses.replace(
+        units.UNITS["mxfp4"], accum_limits=(("bounded", ("none",)),)))
     assert main(common) == 0
     assert main(common + ["--accum", "bounded"]) == 0
     assert main(common + ["--accum", "window"]) == 0

@@ -139,22 +139,29 @@ def test_synthesis_table_covers_every_configuration():
     assert len(others) == len(set(others))
 
 
-def test_bounded_grid_lacks_only_single_stage_units():
-    """The bounded back end's grid (60 configurations, ``--units --accum bounded``) is in
-    the table but for single-stage units that ABC has not finished (docs/results.md)."""
+def test_bounded_grid_lacks_only_known_units():
+    """The bounded back end's grid (84 configurations, ``--units --accum bounded``) is in
+    the table but for single-stage HiF4 units with a residual, which ABC has not finished,
+    and MXFP4 units with a residual (the split: 40-70 min each in ABC), of which the
+    standard configuration and a first grid point are synthesized so far
+    (docs/results.md)."""
     tab = table.load_table()
     grid = table.sweep_configs("bounded")
-    assert len(grid) == 60 and {r for u, r, *_ in grid if u == "mxfp4"} == {"none"}
+    assert len(grid) == 84 and {r for u, r, *_ in grid if u == "mxfp4"} == {"none", "2:4",
+                                                                              "dense"}
     missing = table.missing_configs(tab, "bounded")
-    assert all(stages == 1 for _, _, stages, _ in missing), missing
-    assert len(missing) <= 8
+    known = [c for c in missing if (c[0] == "hif4" and c[1] != "none" and c[2] == 1)
+             or (c[0] == "mxfp4" and c[1] != "none")]
+    assert missing == known, sorted(set(missing) - set(known))
+    assert ("mxfp4", "2:4", 3, 64) not in missing
+    assert len(missing) <= 6 + 22
 
 
 def test_synthesis_table_holds_the_checked_in_verilog():
     from hif4spec import standard_set
 
     rtl = sorted((Path(__file__).parents[1] / "rtl_out").glob("*.v"))
-    assert len(rtl) == len(standard_set()) == 14    # 5 dot units, 4 bounded, 5 encoders
+    assert len(rtl) == len(standard_set()) == 15    # 5 dot units, 5 bounded, 5 encoders
     for path in rtl:
         assert table.lookup(path.read_text()) is not None, path.name
 
