@@ -12,7 +12,7 @@ pre-add of HiF4 + residual), the accumulator loop's depth and the feed-forward d
 cells (:mod:`sim.cost.depth`), effective TOPS per million NAND2-eq on a 256x2048x256 GEMM on
 a 4x4 array at 1 GHz, and the area per MAC against NVFP4 and MXFP4 *as they are built in the
 same column*: the "best" column takes each unit's bounded back end where it has one, else
-its window (MXFP4 has no bounded scheme yet). The truncating units are not in ``rtl_out/``:
+its window (every unit has one now). The truncating units are not in ``rtl_out/``:
 they are generated into ``build/units_trc/``. Figures come from
 ``sim/cost/synth_table.json`` where recorded, else from a synthesis in this run (``hif4
 estimate --synth``; a unit takes minutes). ``--plot`` draws area per MAC and both depths.
@@ -128,7 +128,7 @@ def plot(rows, path):
     for ax in axes:
         ax.set_xticks(list(x), labels)
     axes[0].set_ylabel("NAND2-eq per MAC/cycle")
-    axes[0].set_title("Unit area per MAC (synthesized; MXFP4 2:4: no bounded)")
+    axes[0].set_title("Unit area per MAC (synthesized)")
     axes[0].legend()
     axes[1].set_ylim(0, 1.5 * max(max(r["loop_depth"], r["feed_forward_depth"])
                                   for _, r in rows))       # room for the legend
