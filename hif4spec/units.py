@@ -31,10 +31,10 @@ RESIDUAL_TAGS = {"none": "rnone", "2:4": "r24", "dense": "rdense"}
 #: ``"window"`` adds every step into a fixed-point window holding every bit of every term
 #: (:mod:`hwgen.accum`, the reference); ``"bounded"`` adds in a window a little wider than
 #: one term, after pre-adding terms that share a scale, pairing two independent ones or
-#: splitting four (:mod:`hwgen.accum_bounded`, :mod:`hwgen.accum_split`); ``"trunc"`` is *not* exact: it aligns every operand to the
-#: largest one, truncates below ``TRUNC_BITS`` extra bits and truncates the sum to FP32,
-#: the way published measurements describe tensor cores (:mod:`hwgen.accum_trunc`,
-#: ``docs/accumulator.md``), for comparison.
+#: splitting four (:mod:`hwgen.accum_bounded`, :mod:`hwgen.accum_split`); ``"trunc"`` is
+#: *not* exact: it aligns every operand to the largest one, truncates below ``TRUNC_BITS``
+#: extra bits and truncates the sum to FP32, the way published measurements describe tensor
+#: cores (:mod:`hwgen.accum_trunc`, ``docs/accumulator.md``), for comparison.
 ACCUMS = ("window", "bounded", "trunc")
 #: The back ends that keep spec section 7 bit for bit (the standard set has these).
 EXACT_ACCUMS = ACCUMS[:2]

@@ -47,10 +47,9 @@ def test_registry_kinds_and_names():
 
 
 def test_default_accumulator_back_end():
-    """Not asked for, a dot unit gets the bounded back end where its residual mode has it
-    (every unit and residual mode does) and the reference full window elsewhere; an encoder
-    none. The registry, the names, the generators and the CLI's parameters all take that
-    one."""
+    """Not asked for, a dot unit gets the bounded back end (every unit and residual mode has
+    it; a pair without it would get the reference full window); an encoder none. The
+    registry, the names, the generators and the CLI's parameters all take that one."""
     from hwgen.units import build_unit
 
     assert DEFAULTS["accum"] == "bounded" and REFERENCE_ACCUM == "window"
