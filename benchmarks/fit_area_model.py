@@ -291,7 +291,7 @@ def main(argv=None):
     ap.add_argument("--accum", choices=EXACT_ACCUMS, default=None,
                     help="with --units, the accumulator back end of the swept units (default: "
                          f"each configuration's, {DEFAULTS['accum']} where it has it, else "
-                         f"{REFERENCE_ACCUM}; {REFERENCE_ACCUM}: all 84; bounded: its 60)")
+                         f"{REFERENCE_ACCUM}; each back end covers every configuration)")
     ap.add_argument("--check", action="store_true",
                     help="only compare the model with the synthesis table; write nothing")
     ap.add_argument("--jobs", type=int, default=1, help="parallel Yosys runs for --units")

@@ -157,6 +157,28 @@ def test_bounded_grid_lacks_only_known_units():
     assert len(missing) <= 6 + 22
 
 
+def test_grid_summary_counts_what_missing_configs_lacks():
+    """The per-unit summary ``fit_area_model.py --check`` prints (and docs/results.md
+    quotes) counts, for each unit, back end and residual mode, exactly the configurations
+    the table holds, and its worst row is one of theirs."""
+    from hif4spec import EXACT_ACCUMS
+
+    tab = table.load_table()
+    summary = table.grid_summary(tab)
+    assert {(u, a, r) for u, a, r, *_ in summary} == {
+        (u, a, r) for a in EXACT_ACCUMS for u, r, *_ in table.sweep_configs(a)}
+    for unit, accum, residual, have, total, worst in summary:
+        grid = [c for c in table.sweep_configs(accum) if c[:2] == (unit, residual)]
+        missing = [c for c in table.missing_configs(tab, accum) if c[:2] == (unit, residual)]
+        assert total == len(grid) == 12 and have == total - len(missing)
+        assert (worst is None) == (have == 0)
+        if worst is not None:
+            module, row_unit = worst[0], worst[1]
+            entry = next(e for e in tab.values() if e["manifest"]["module"] == module)
+            assert row_unit == unit
+            assert table._config_of(entry["manifest"], accum)[:2] == (unit, residual)
+
+
 def test_synthesis_table_holds_the_checked_in_verilog():
     from hif4spec import standard_set
 

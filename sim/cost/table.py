@@ -26,8 +26,8 @@ from . import synth
 
 __all__ = ["TABLE_PATH", "load_table", "save_table", "lookup", "entry_for", "entry_for_text",
            "needs_synthesis", "merge_into", "synthesize_sweep", "sweep_configs",
-           "missing_configs", "model_vs_synth", "report_model_vs_synth", "record_verilog",
-           "record_depths"]
+           "missing_configs", "model_vs_synth", "grid_summary", "report_model_vs_synth",
+           "record_verilog", "record_depths"]
 
 TABLE_PATH = Path(__file__).with_name("synth_table.json")
 ROOT = Path(__file__).resolve().parents[2]
@@ -292,6 +292,31 @@ def model_vs_synth(table=None, coeffs=None):
     return rows
 
 
+def grid_summary(table=None, rows=None):
+    """The grid of each exact back end by unit and residual mode: ``[(unit, accum,
+    residual, synthesized, configurations, worst row of model_vs_synth or None), ...]``."""
+    from hif4spec import EXACT_ACCUMS
+
+    table = load_table() if table is None else table
+    by_module = {r[0]: r for r in (model_vs_synth(table) if rows is None else rows)}
+    have = {}
+    for entry in table.values():
+        for accum in EXACT_ACCUMS:
+            config = _config_of(entry["manifest"], accum)
+            if config is not None:
+                have[(accum, config)] = by_module[entry["manifest"]["module"]]
+    out = []
+    for accum in EXACT_ACCUMS:
+        groups = {}
+        for config in sweep_configs(accum):
+            groups.setdefault((config[0], config[1]), []).append(have.get((accum, config)))
+        for (unit, residual), found in groups.items():
+            found_rows = [r for r in found if r is not None]
+            worst = max(found_rows, key=lambda r: abs(r[4]), default=None)
+            out.append((unit, accum, residual, len(found_rows), len(found), worst))
+    return out
+
+
 def report_model_vs_synth(table=None, *, verbose=False, coeffs=None):
     """Compare the area model with every table entry; returns the worst relative error.
 
@@ -312,6 +337,12 @@ def report_model_vs_synth(table=None, *, verbose=False, coeffs=None):
                       f"{len(subset)} configurations")
         from hif4spec import EXACT_ACCUMS
 
+        print()
+        print("| unit | back end | residual | synthesized | worst error | at |")
+        print("|---|---|---|---:|---:|---|")
+        for unit, accum, residual, have, total, worst_row in grid_summary(table, rows):
+            err, at = ((f"{worst_row[4]:+.1%}", worst_row[0]) if worst_row else ("-", "-"))
+            print(f"| {unit} | {accum} | {residual} | {have} of {total} | {err} | {at} |")
         for accum in EXACT_ACCUMS:
             missing = missing_configs(table, accum)
             if missing:
