@@ -154,7 +154,7 @@ def test_bounded_grid_lacks_only_known_units():
              or (c[0] == "mxfp4" and c[1] != "none")]
     assert missing == known, sorted(set(missing) - set(known))
     assert ("mxfp4", "2:4", 3, 64) not in missing
-    assert len(missing) <= 6 + 17
+    assert len(missing) <= 6 + 16
 
 
 def test_grid_summary_counts_what_missing_configs_lacks():
