@@ -577,7 +577,8 @@ class Residue(wiring.Component):
     b_any, b_neg, b_mag, b_top, c_any, c_neg : In
     e_neg, e_zero, e_top, e_sig, e_sticky : Out
         ``|E| = e_sig * 2**(e_top - 26) + r`` with ``0 <= r < 2**(e_top - 26)``, ``r != 0``
-        exactly when ``e_sticky``; ``e_sig`` has its top bit set unless ``e_zero``.
+        exactly when ``e_sticky``; ``e_sig`` has its top bit set unless ``e_zero``, when it
+        and ``e_sticky`` are 0.
     """
 
     def __init__(self, sspec):
@@ -735,8 +736,9 @@ class AccVersusE(wiring.Component):
         A finite accumulator word (+0 on a ``first`` step).
     q, e_* : In
     small : Out(1)
-    pos, zero : Out(1)
-        ``acc + E > 0``; ``acc + E = 0``.
+    zero, pos : Out(1)
+        ``acc + E = 0``; otherwise, ``acc + E > 0`` (``pos`` is meaningless when ``zero``
+        is set, and the adder reads ``zero`` first).
     """
 
     def __init__(self, sspec):

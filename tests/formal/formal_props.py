@@ -27,7 +27,9 @@ from amaranth.lib.wiring import In
 
 from conftest import e2m1, e6m2, e8m0, s1p2, ue4m3
 from hwgen.accum import NAN_WORD, AccumSpec, Round, accum_layout
-from hwgen.accum_bounded import AddSub, Decode, JamPair, PreAdd, RoundAt, SwapAlign
+from hwgen.accum_bounded import AddSub, BypassRound, Decode, JamPair, PreAdd, RoundAt, SwapAlign
+from hwgen.accum_split import (E_BITS, SUBNORMAL_REACH, AccVersusE, ClusterSums, Frame, LoopTerm,
+                               Nearest, PickClusters, Residue, SortTerms, SplitSum, sorted_ports)
 from hwgen.e2m1 import e2m1_product_expr
 from hwgen.hif4 import BlockSlice, MicroGroupDot, ResidualSelect, ScalePair
 from hwgen.mxfp4 import E8M0ScalePair
@@ -898,6 +900,8 @@ class BoundedWiringProof(wiring.Component):
                                   & (acc == (pair.hi_word ^ (1 << 31))))      # acc == -hi
             term = {f: Mux(bypass, getattr(pair, f"lo_{f}"), v) for f, v in term.items()}
             zero_acc = step.first | bypass
+        elif b.split is not None:
+            split_word, use_split = self._split(m, acc, step, dec)
         elif len(b.accum.terms) == 2:
             m.submodules.preadd = pre = PreAdd(b)
             m.d.comb += [pre.step.eq(step), dec.sig.eq(pre.sig), dec.exp.eq(pre.exp)]
@@ -913,7 +917,666 @@ class BoundedWiringProof(wiring.Component):
         m.submodules.round = rnd = RoundAt(b.window + 1, b.exp_bits)
         m.d.comb += [ad.big.eq(sa.big), ad.small.eq(sa.small), ad.big_neg.eq(sa.big_neg),
                      ad.small_neg.eq(sa.small_neg), rnd.mag.eq(ad.mag),
-                     rnd.neg.eq(sa.big_neg if self._mutant else ad.neg),
+                     rnd.neg.eq(sa.big_neg if self._mutant and b.split is None else ad.neg),
                      rnd.base.eq(sa.base)]
-        _assert_step(m, dut.word, acc, step, rnd.word)
+        finite = rnd.word
+        if b.split is not None:
+            finite = Mux(use_split, split_word, rnd.word)
+        _assert_step(m, dut.word, acc, step, finite)
+        return m
+
+    def _split(self, m, acc, step, dec):
+        """The split's composition (``hwgen/accum_split.py``, ``docs/accumulator.md``):
+        the loop's one-term add of ``P``, except for the bypass accumulator ``-s * Xe``
+        (``a_word``, when finite), which takes :class:`~hwgen.accum_bounded.BypassRound`'s
+        word, and for a nonzero sum an accumulator below ``2**(q - 26)``
+        (:class:`~hwgen.accum_split.AccVersusE`'s ``small``), which takes ``N``'s word or,
+        for a midpoint ``N``, the neighbour away from zero when ``acc + E`` moves ``|T|``
+        up, and on a tie the even one. Returns that word and whether it is taken."""
+        sp = self._b.split
+        m.submodules.split = ss = SplitSum(sp)
+        m.submodules.bypass = bp = BypassRound(sp)
+        m.submodules.versus = vs = AccVersusE(sp)
+        m.d.comb += [ss.step.eq(step), dec.sig.eq(ss.p_sig), dec.exp.eq(ss.p_exp)]
+        acc_eff = Mux(step.first, 0, acc)
+        e = ("e_neg", "e_zero", "e_top", "e_sig", "e_sticky")
+        m.d.comb += [bp.fn.eq(ss.fn), bp.xe.eq(ss.xe), bp.a_neg.eq(ss.s_neg), bp.q.eq(ss.q),
+                     vs.acc.eq(acc_eff), vs.q.eq(ss.q)]
+        m.d.comb += [getattr(blk, f).eq(getattr(ss, f)) for f in e for blk in (bp, vs)]
+        bypass = ~ss.zero & ss.a_valid & (acc_eff == ss.a_word)
+        small = ~ss.zero & vs.small
+        up = Signal(name="away_from_zero")
+        with m.If(vs.zero):                         # a tie: to the even neighbour
+            m.d.comb += up.eq(ss.w_base[0] ^ (1 if self._mutant else 0))
+        with m.Else():                              # |acc + T| above N's midpoint
+            m.d.comb += up.eq(vs.pos != ss.s_neg)
+        word = Mux(bypass, bp.word, Mux(ss.mid & up, ss.w_up, ss.w_base))
+        return word, bypass | small
+
+
+def _top_places(sspec):
+    """The lowest and highest top places (leading one's weight exponent) that a split
+    term's exponent field can give."""
+    t = sspec.terms[0]
+    return -t.bias, (1 << t.exp_bits) - 1 - t.bias + sspec.w - 1
+
+
+class _SplitBlockProof(wiring.Component):
+    """A proof of one block of the split (``BLOCK``): its input ports (and ``EXTRA`` ones,
+    free values the reference needs) are the wrapper's own free inputs; :meth:`_wire` adds
+    the block and drives them."""
+
+    #: The block proved (built from the split's geometry) and the wrapper's extra inputs
+    #: (name: bits).
+    BLOCK = None
+    EXTRA = {}
+
+    def __init__(self, sspec, mutant=False):
+        self._dut, self._s, self._mutant = self.BLOCK(sspec), sspec, mutant
+        members = self._dut.signature.members
+        super().__init__({**{name: In(member.shape) for name, member in members.items()
+                             if member.flow == In},
+                          **{name: In(bits) for name, bits in self.EXTRA.items()}})
+
+    def _assume_e(self, m, half_ulp):
+        """Assume ``E`` in :class:`hwgen.accum_split.Residue`'s form (``e_sig``'s top bit
+        set; ``e_sig`` and ``e_sticky`` 0 when ``e_zero``), ``|E| <= 2**half_ulp`` and
+        ``q`` one the split gives (``-126`` up to the highest top place plus 2)."""
+        top, sig = self.e_top, self.e_sig
+        m.d.comb += [Assume(self.q >= -126), Assume(self.q <= _top_places(self._s)[1] + 2),
+                     Assume(Mux(self.e_zero, (sig == 0) & ~self.e_sticky, sig[E_BITS - 1])),
+                     Assume(self.e_zero | (top < half_ulp)
+                            | ((top == half_ulp) & (sig == 1 << (E_BITS - 1))
+                               & ~self.e_sticky))]
+
+    def _wire(self, m):
+        m.submodules.dut = dut = self._dut
+        for name, member in dut.signature.members.items():
+            if member.flow == In:
+                m.d.comb += getattr(dut, name).eq(getattr(self, name))
+        return dut
+
+
+def _split_decode_ref(m, sp, sig, ef, bias, name, top_off=0):
+    """A term as :class:`hwgen.accum_split.SortTerms` gives it, written separately: sign,
+    magnitude shifted until its leading one is at bit ``w - 1`` (the count found by a
+    priority scan, not a leading-zero tree), top place ``ef - bias + w - 1 - lz`` (the
+    sentinel for a zero term). ``|sig| * 2**(ef - bias) == mag * 2**(top - w + 1)``."""
+    w = sp.w
+    mag = Signal(w, name=f"{name}_abs")
+    m.d.comb += mag.eq(Mux(sig < 0, -sig, sig))
+    lz = Signal(range(w + 1), name=f"{name}_lz")
+    m.d.comb += lz.eq(w)
+    for bit in range(w):                            # the highest set bit wins
+        with m.If(mag[bit]):
+            m.d.comb += lz.eq(w - 1 - bit)
+    norm = Signal(w, name=f"{name}_norm")
+    top = Signal(signed(sp.exp_bits), name=f"{name}_top")
+    m.d.comb += [norm.eq(mag << lz),
+                 top.eq(Mux(mag == 0, sp.sentinel, ef - bias + (w - 1 + top_off) - lz))]
+    return Cat(sig < 0, norm, top, mag == 0)
+
+
+class SplitSortProof(wiring.Component):
+    """:class:`hwgen.accum_split.SortTerms` of the split ``sspec``: for every step (any
+    exponent fields), the outputs are the terms, each as :func:`_split_decode_ref` writes
+    it (sign, normalized magnitude, top place, zero), in an order of non-increasing top
+    place: the multiset of output tuples equals the multiset of the references' (every
+    tuple counted on both sides). Mutant: the reference's top place one higher."""
+
+    def __init__(self, sspec, mutant=False):
+        self._s, self._mutant = sspec, mutant
+        super().__init__({"step": In(accum_layout(sspec.terms))})
+
+    def elaborate(self, platform):
+        m = Module()
+        sp = self._s
+        m.submodules.dut = dut = SortTerms(sp)
+        m.d.comb += dut.step.eq(self.step)
+        refs = [_split_decode_ref(m, sp, self.step[f"{t.name}_sig"], self.step[f"{t.name}_exp"],
+                                  t.bias, f"ref{i}", 1 if self._mutant else 0)
+                for i, t in enumerate(sp.terms)]
+        outs = [Cat(getattr(dut, f"neg_{k}"), getattr(dut, f"mag_{k}"),
+                    getattr(dut, f"top_{k}"), getattr(dut, f"zero_{k}")) for k in range(sp.n)]
+        for k in range(sp.n - 1):
+            m.d.comb += Assert(getattr(dut, f"top_{k}") >= getattr(dut, f"top_{k + 1}"))
+
+        def count(x, among):
+            return sum((x == y).as_unsigned() for y in among)
+
+        for x in refs + outs:
+            m.d.comb += Assert(count(x, outs) == count(x, refs))
+        return m
+
+
+class SplitClusterProof(wiring.Component):
+    """:class:`hwgen.accum_split.ClusterSums`: for sorted terms in the form
+    :class:`SplitSortProof` proves (top places non-increasing; a zero term's magnitude 0
+    and top the sentinel; a nonzero term's leading one at bit ``w - 1`` and its top place
+    one a field can give), window ``s`` is the exact sum of the cluster that would start at
+    term ``s``: the terms ``j >= s`` while each is at most ``D`` places below the one
+    before, each at its own place, ``sum_s * 2**(top_s - L_s + 1) == sum_j +-mag_j *
+    2**(top_j - w + 1)`` (one shift per member here; the block builds each window from the
+    one below); ``start_s`` exactly when term ``s`` joins no cluster above, ``nz_s``
+    exactly when the sum is not 0.
+
+    ``windows`` (default: all) selects the windows asserted. With ``stacked`` the one
+    window ``s`` of ``windows`` is asserted as term ``s`` plus window ``s + 1``'s reference
+    moved ``D - (top_s - top_(s+1))`` places down when term ``s + 1`` joins, assuming that
+    the block's window ``s + 1`` is its reference (which the proof of window ``s + 1``
+    shows): as ``L_s = L_(s+1) + D``, that is window ``s``'s member-by-member sum. It is
+    how window 0 is proved: its member-by-member statement had no answer in 15 minutes
+    (``docs/formal.md``). Mutant: the reference's reach ``D + 1``."""
+
+    def __init__(self, sspec, mutant=False, windows=None, stacked=False):
+        self._s, self._mutant = sspec, mutant
+        self._windows = tuple(range(sspec.n) if windows is None else windows)
+        if stacked and (len(self._windows) != 1 or self._windows[0] >= sspec.n - 1):
+            raise ValueError("stacked takes one window with a window below it")
+        self._stacked = stacked
+        super().__init__(sorted_ports(sspec, "in"))
+
+    def elaborate(self, platform):
+        m = Module()
+        sp = self._s
+        n, w, D = sp.n, sp.w, sp.reach + (1 if self._mutant else 0)
+        top_lo, top_hi = _top_places(sp)
+        m.submodules.dut = dut = ClusterSums(sp)
+        neg = [getattr(self, f"neg_{k}") for k in range(n)]
+        mag = [getattr(self, f"mag_{k}") for k in range(n)]
+        top = [getattr(self, f"top_{k}") for k in range(n)]
+        zero = [getattr(self, f"zero_{k}") for k in range(n)]
+        for k in range(n):
+            for f in ("neg", "mag", "top", "zero"):
+                m.d.comb += getattr(dut, f"{f}_{k}").eq(getattr(self, f"{f}_{k}"))
+            m.d.comb += [Assume(zero[k] == (mag[k] == 0)),
+                         Assume(zero[k] | (mag[k][w - 1] & (top[k] >= top_lo)
+                                           & (top[k] <= top_hi))),
+                         Assume(~zero[k] | (top[k] == sp.sentinel))]
+            if k:
+                m.d.comb += Assume(top[k - 1] >= top[k])
+        near = []
+        for k in range(n - 1):
+            c = Signal(name=f"near{k}")
+            m.d.comb += c.eq(top[k] - top[k + 1] <= D)
+            near.append(c)
+        signed_mag = [Mux(neg[j], -mag[j], mag[j]) for j in range(n)]
+
+        def direct(s):                              # window s, member by member
+            L, width = sp.windows[s], ClusterSums.sum_bits(sp, s)
+            parts, member = [], Const(1, 1)
+            for j in range(s, n):
+                if j > s:
+                    member = member & near[j - 1]
+                place = Signal(range(L), name=f"place{s}_{j}")
+                m.d.comb += place.eq(Mux(member, (L - w) - (top[s] - top[j]), 0))
+                v = Signal(signed(width), name=f"v{s}_{j}")
+                m.d.comb += v.eq(Mux(member, signed_mag[j], 0) << place)
+                parts.append(v)
+            return _exact_sum(m, parts, width, f"want{s}")
+
+        for s in self._windows:
+            L, width = sp.windows[s], ClusterSums.sum_bits(sp, s)
+            if self._stacked:
+                lower = direct(s + 1)
+                m.d.comb += Assume(getattr(dut, f"sum_{s + 1}") == lower)
+                dist = Signal(range(D + 1), name=f"down{s}")
+                m.d.comb += dist.eq(Mux(near[s], D - (top[s] - top[s + 1]), 0))
+                want = Signal(signed(width), name=f"want{s}")
+                m.d.comb += want.eq((signed_mag[s] << (L - w))
+                                    + Mux(near[s], lower << dist, 0))
+            else:
+                want = direct(s)
+            m.d.comb += [Assert(getattr(dut, f"sum_{s}") == want),
+                         Assert(getattr(dut, f"nz_{s}") == (want != 0)),
+                         Assert(getattr(dut, f"start_{s}") == (1 if s == 0 else ~near[s - 1]))]
+        return m
+
+
+class AccVersusEProof(_SplitBlockProof):
+    """:class:`hwgen.accum_split.AccVersusE`: for every finite accumulator word and every
+    ``E`` in :class:`hwgen.accum_split.Residue`'s form (``|E| = e_sig * u + r``, ``u =
+    2**(e_top - 26)``, ``e_sig``'s bit 26 set, ``0 < r < u`` exactly when ``e_sticky``,
+    ``r`` free here; ``E = 0`` when ``e_zero``) and every ``q``: ``small`` exactly when
+    ``|acc| < 2**(q - 26)`` (+-0 included), ``zero`` exactly when ``acc + E == 0`` and,
+    when it is not, ``pos`` exactly when ``acc + E > 0``.
+
+    The reference sums in a fixed-point frame, bit ``p`` weighing ``2**(p - 200)``, that
+    holds every accumulator and every ``E`` with ``-150 <= e_top <= 127`` exactly; an ``E``
+    above is larger than every accumulator (``2**128`` stands for it) and one below is
+    nonzero and smaller than every nonzero one (``2**-200`` stands for it), which is all a
+    sign of the sum depends on. Mutant: the reference's threshold ``2**(q - 25)``."""
+
+    LOW = 200                                       # frame bit 0 weighs 2**-LOW
+    FRAME = 330
+    BLOCK = AccVersusE
+    EXTRA = {"r": FRAME}
+
+    def elaborate(self, platform):
+        m = Module()
+        W, Z = self.FRAME, self.LOW
+        dut = self._wire(m)
+        frac, ef, neg = self.acc[:23], self.acc[23:31], self.acc[31]
+        m.d.comb += [Assume(ef != 255), Assume(self.e_zero | self.e_sig[E_BITS - 1])]
+        sh = Signal(range(W), name="acc_place")     # the frame bit of the word's ulp
+        m.d.comb += sh.eq(Mux(ef == 0, 1, ef) - 150 + Z)
+        a = Signal(W)
+        m.d.comb += a.eq(Cat(frac, ef != 0) << sh)
+        # E in the frame: e_sig * u + r, clamped to the frame as the docstring says
+        up = Signal(signed(len(self.e_top) + 1), name="u_place")
+        m.d.comb += up.eq(self.e_top - (E_BITS - 1) + Z)
+        u = Signal(W)
+        m.d.comb += u.eq(Const(1, W) << up[:(W - 1).bit_length()])
+        inside = (self.e_top >= -150) & (self.e_top <= 127)
+        m.d.comb += Assume(~inside | Mux(self.e_sticky, (self.r > 0) & (self.r < u),
+                                         self.r == 0))
+        e = Signal(W)
+        with m.If(self.e_zero):
+            m.d.comb += e.eq(0)
+        with m.Elif(self.e_top > 127):
+            m.d.comb += e.eq(Const(1, W) << (128 + Z))
+        with m.Elif(self.e_top < -150):
+            m.d.comb += e.eq(1)
+        with m.Else():
+            m.d.comb += e.eq((self.e_sig << up[:(W - 1).bit_length()]) + self.r)
+        total = Signal(signed(W + 2))
+        m.d.comb += total.eq(Mux(neg, -a, a) + Mux(self.e_neg, -e, e))
+        m.d.comb += [Assert(dut.zero == (total == 0)), Assert(dut.zero | (dut.pos == (total > 0)))]
+        # small: |acc| < 2**(q - 26)
+        thr = Signal(signed(len(self.q) + 2), name="thr_place")
+        m.d.comb += thr.eq(self.q - (25 if self._mutant else 26) + Z)
+        small = Signal()
+        with m.If(thr >= W - 1):
+            m.d.comb += small.eq(1)
+        with m.Elif(thr < 0):
+            m.d.comb += small.eq(a == 0)
+        with m.Else():
+            m.d.comb += small.eq(a < (Const(1, W) << thr[:(W - 1).bit_length()]))
+        m.d.comb += Assert(dut.small == small)
+        return m
+
+
+class LoopTermProof(_SplitBlockProof):
+    """:class:`hwgen.accum_split.LoopTerm`: for every ``fn``, sign ``s`` (``a_neg``),
+    ``q`` the split can give and every ``E`` in :class:`hwgen.accum_split.Residue`'s form
+    with ``|E| <= 2**(q - 25)`` (half an FP32 ulp at ``2**q``; ``r`` free as in
+    :class:`AccVersusEProof`; ``e_sig`` and ``e_sticky`` 0 when ``e_zero``) and ``|T| =
+    fn * 2**(q - 24) + s * E >= 0``: ``p_exp`` is ``q - 50 + term_bias`` and ``p_sig *
+    2**(q - 50) == s * (trunc(|T|, 2**(q - 50)) | jam)``, the truncation's bit 0 set when
+    bits below it are cut off.
+
+    The reference sums ``|T|`` in units of ``2**(q - 50 - G)``, ``G = 30``, exact for every
+    ``E`` whose bit 0 is at or above ``2**(q - 50 - 29)``; an ``E`` lower than that is
+    under an eighth of ``2**(q - 50)``, where only its sign and that it is not 0 decide the
+    truncation and the jam, and one unit with its sign stands for it. Mutant: the jam
+    dropped (a plain truncation)."""
+
+    G = 30
+    BLOCK = LoopTerm
+    EXTRA = {"r": G}
+
+    def elaborate(self, platform):
+        m = Module()
+        sp, G = self._s, self.G
+        dut = self._wire(m)
+        self._assume_e(m, self.q - 25)
+        k = Signal(signed(len(self.q) + 2), name="k")   # e_sig's bit 0 is 2**(q - 50 - k)
+        m.d.comb += k.eq(self.q - 24 - self.e_top)
+        near = ~self.e_zero & (k <= G - 1)
+        m.d.comb += Assume(~near | Mux(self.e_sticky, (self.r > 0)
+                                       & (self.r < (Const(1, G + 1) << (G - k)[:5])),
+                                       self.r == 0))
+        e = Signal(E_BITS + G + 1, name="e_units")
+        with m.If(self.e_zero):
+            m.d.comb += e.eq(0)
+        with m.Elif(near):
+            m.d.comb += e.eq((self.e_sig << (G - k)[:5]) + self.r)
+        with m.Else():
+            m.d.comb += e.eq(1)
+        total = Signal(signed(26 + 26 + G + 3), name="t_units")
+        m.d.comb += total.eq((self.fn << (26 + G))
+                             + Mux(self.e_neg ^ self.a_neg, -e, e).as_signed())
+        m.d.comb += Assume(total >= 0)
+        want = Signal(53)
+        jam = 0 if self._mutant else total[:G].any()
+        m.d.comb += want.eq(total[G:] | jam)
+        m.d.comb += [Assert(dut.p_exp == self.q - 50 + sp.term_bias),
+                     Assert(dut.p_sig == Mux(self.a_neg, -want, want))]
+        return m
+
+
+def _top_bit(m, x, name):
+    """The index of ``x``'s leading one (0 for 0), by a priority scan."""
+    top = Signal(range(max(len(x), 2)), name=name)
+    for bit in range(len(x)):
+        with m.If(x[bit]):
+            m.d.comb += top.eq(bit)
+    return top
+
+
+class SplitFrameProof(_SplitBlockProof):
+    """:class:`hwgen.accum_split.Frame`: for every first cluster ``Va`` (sign, ``H``-bit
+    magnitude with its anchor's top place ``a_top`` at bit ``H - 3``, so bit 0 weighs
+    ``2**(a_top - H + 3)``; ``a_top`` one a term can give) and the sign of what is below it:
+
+    - ``p`` is ``Va``'s top place (leading one, by a priority scan), one less when ``Va``
+      is a power of two and ``b_any`` with the other sign (``T`` is then just under
+      ``|Va|``), and ``q == max(p, -126)``;
+    - the frame is ``|Va|`` in units of ``2**(q - F + 3)`` above bit 0: bit ``i >= 1``
+      weighs ``2**(q - F + 2 + i)``; for a normal ``q`` exactly, with the leading one at
+      bit ``F - 2`` (``F - 1`` in the power-of-two case) and bit 0 clear; for ``q = -126``
+      truncated (a right shift here, where the block shifts left into a deeper frame),
+      with bit 0 set exactly when bits are cut off, unless its bit 0 would land more than
+      ``SUBNORMAL_REACH`` places below frame bit 1: then ``|Va| < 2**-206`` and the frame
+      is the jam bit alone (``hwgen.accum_split.SUBNORMAL_REACH`` says why that is enough);
+    - ``below`` is 0 without ``b_any``, else 1 for ``Vb`` of ``Va``'s sign and -1 for the
+      other.
+
+    Mutant: ``p`` not lowered in the power-of-two case."""
+
+    BLOCK = Frame
+
+    def elaborate(self, platform):
+        m = Module()
+        sp, K = self._s, SUBNORMAL_REACH
+        H, F, E = sp.held, sp.frame, sp.exp_bits
+        top_lo, top_hi = _top_places(sp)
+        dut = self._wire(m)
+        m.d.comb += [Assume(self.a_mag != 0), Assume(self.a_top >= top_lo),
+                     Assume(self.a_top <= top_hi)]
+        lead = _top_bit(m, self.a_mag, "lead")
+        ones = sum(self.a_mag[i].as_unsigned() for i in range(H))
+        opposite = self.b_any & (self.b_neg != self.a_neg)
+        lower = Signal()
+        m.d.comb += lower.eq((ones == 1) & opposite & (0 if self._mutant else 1))
+        p = Signal(signed(E + 1), name="p")
+        m.d.comb += p.eq(self.a_top - (H - 3) + lead - lower)
+        q = Signal(signed(E + 1), name="q")
+        m.d.comb += q.eq(Mux(p < -126, -126, p))
+        m.d.comb += Assert(dut.q == q)
+        # a_mag's bit j lands on frame bit j + pos
+        pos = Signal(signed(E + 2), name="pos")
+        m.d.comb += pos.eq(self.a_top - q + 4)
+        body = dut.frame[1:]
+        with m.If(pos >= 1):
+            up = Signal(range(F), name="up")
+            m.d.comb += up.eq(pos - 1)
+            placed = Signal(F + H)
+            m.d.comb += placed.eq(self.a_mag << up)
+            m.d.comb += [Assert(pos - 1 < F), Assert(placed[F - 1:] == 0),
+                         Assert(body == placed[:F - 1]), Assert(~dut.frame[0])]
+        with m.Elif(pos >= 1 - K):
+            down = Signal(range(K + 1), name="down")
+            m.d.comb += down.eq(1 - pos)
+            cut = Signal(H)
+            m.d.comb += cut.eq(self.a_mag & ((Const(1, K + 1) << down) - 1))
+            m.d.comb += [Assert(q == -126), Assert(body == (self.a_mag >> down)),
+                         Assert(dut.frame[0] == (cut != 0))]
+        with m.Else():                              # all of Va jammed: |Va| < 2**-206
+            m.d.comb += [Assert(q == -126), Assert(p + lower < -206), Assert(body == 0),
+                         Assert(dut.frame[0])]
+        with m.If(p >= -126):
+            m.d.comb += Assert(Mux(lower, dut.frame[F - 1], dut.frame[F - 2] & ~dut.frame[F - 1]))
+        m.d.comb += Assert(dut.below == Mux(self.b_any, Mux(opposite, -1, 1), 0))
+        return m
+
+
+def _assert_fp32_of(m, word, j, q, neg, name):
+    """Assert ``word`` is the FP32 word of ``(-1)**neg * j * 2**(q - 23)`` (``j`` at most
+    ``2**24 + 1``, ``q >= -126``: every such value below ``2**128`` is an FP32 value), or
+    the infinity of that sign when the value is ``2**128`` or more; returns whether the
+    value is finite. The two sides compare in a frame whose bit 0 weighs ``2**-149``."""
+    W = 280
+    frac, ef = word[:23], word[23:31]
+    at = Signal(range(W), name=f"{name}_at")
+    m.d.comb += at.eq(Mux(q >= 128, 0, q + 126))
+    target = Signal(W + 26, name=f"{name}_target")
+    m.d.comb += target.eq(j << at)
+    finite = Signal(name=f"{name}_finite")
+    m.d.comb += finite.eq((q < 128) & (target < (Const(1, W + 26) << 277)))
+    place = Signal(8, name=f"{name}_place")            # the frame bit of the word's ulp
+    m.d.comb += place.eq(Mux(ef == 0, 1, ef) - 1)
+    have = Signal(W + 26, name=f"{name}_have")
+    m.d.comb += have.eq(Cat(frac, ef != 0) << place)
+    m.d.comb += Assert(word[31] == neg)
+    with m.If(finite):
+        m.d.comb += [Assert(ef != 255), Assert(have == target)]
+    with m.Else():
+        m.d.comb += Assert(word[:31] == 0x7F800000)
+    return finite
+
+
+class SplitNearestProof(_SplitBlockProof):
+    """:class:`hwgen.accum_split.Nearest`: for every frame in :class:`SplitFrameProof`'s
+    form (an ``F``-bit integer ``X``, bit ``F - 26`` weighing ``2**(q - 24)``, the jam bit
+    counted as one unit; below ``2**(F - 1)``, or exactly that for a power of two; at least
+    ``2**(F - 2)`` unless ``q = -126``), every
+    ``q`` the split gives and every sign ``below`` (``beta``) of what is under the frame:
+
+    - ``fn == floor((4X + beta) / 2**(F - 24) + 1/2)``: ``N`` is ``|T|`` to the nearest
+      multiple of ``2**(q - 24)``, with ``beta`` a sign below every unit (a tie goes up);
+    - ``Ea = X - fn * 2**(F - 26)``: ``ea_mag`` its magnitude, ``ea_zero`` exactly when it
+      is 0, else ``ea_neg`` its sign;
+    - ``xe`` is the even one of ``floor((4X + beta) / 2**(F - 24))`` and the next;
+    - ``w_base``, ``a_word``, ``w_up`` are the FP32 words (or infinities) of ``s * (fn >> 1)``,
+      ``-s * (xe >> 1)`` and, for a midpoint, ``s * ((fn >> 1) + 1)``, times ``2**(q - 23)``
+      (:func:`_assert_fp32_of`); ``a_valid`` exactly when ``a_word`` is finite; ``mid``
+      exactly when ``fn`` is odd and ``q < 128``.
+
+    Mutant: a tie goes down."""
+
+    BLOCK = Nearest
+
+    def elaborate(self, platform):
+        m = Module()
+        sp = self._s
+        F = sp.frame
+        q_hi = _top_places(sp)[1] + 2
+        dut = self._wire(m)
+        X, q, s = self.frame, self.q, self.a_neg
+        m.d.comb += [Assume(q >= -126), Assume(q <= q_hi), Assume(self.below != -2),
+                     Assume(~X[F - 1] | (X[:F - 1] == 0)), Assume((q == -126) | X[F - 2:].any())]
+        z = Signal(signed(F + 4), name="z")
+        m.d.comb += z.eq((X << 2) + self.below)
+        half = (1 << (F - 25)) - (1 if self._mutant else 0)
+        fn = Signal(27, name="fn_ref")
+        m.d.comb += fn.eq((z + half) >> (F - 24))
+        m.d.comb += [Assert(fn < (1 << 26)), Assert(dut.fn == fn)]
+        ea = Signal(signed(F + 3), name="ea_ref")
+        m.d.comb += ea.eq(X - (fn << (F - 26)))
+        m.d.comb += [Assert(dut.ea_zero == (ea == 0)),
+                     Assert(dut.ea_mag == Mux(ea < 0, -ea, ea))]
+        with m.If(ea != 0):
+            m.d.comb += Assert(dut.ea_neg == (ea < 0))
+        fl = Signal(27, name="floor_ref")
+        m.d.comb += fl.eq(z >> (F - 24))
+        xe = Signal(27, name="xe_ref")
+        m.d.comb += xe.eq(fl + fl[0])
+        m.d.comb += [Assert(dut.xe == xe), Assert(dut.mid == (fn[0] & (q < 128)))]
+        _assert_fp32_of(m, dut.w_base, fn >> 1, q, s, "base")
+        valid = _assert_fp32_of(m, dut.a_word, xe >> 1, q, ~s, "bypass")
+        m.d.comb += Assert(dut.a_valid == valid)
+        with m.If(dut.mid):
+            _assert_fp32_of(m, dut.w_up, (fn >> 1) + 1, q, s, "up")
+        return m
+
+
+class SplitBypassProof(_SplitBlockProof):
+    """:class:`hwgen.accum_bounded.BypassRound`: for every ``fn`` and ``xe`` at most one
+    apart, ``q`` the split gives, sign ``s`` (``a_neg``) and ``E`` in
+    :class:`hwgen.accum_split.Residue`'s form (``r`` free as in :class:`AccVersusEProof`;
+    ``e_top >= -400``, below every top place the split gives), with ``|E| <= 2**(q - 25)``
+    and ``E`` of the sign opposite to ``d * s`` when ``d = fn - xe`` is not 0: ``word`` is
+    ``RNE_FP32(d * s * 2**(q - 24) + E)`` (:func:`_assert_rne`).
+
+    The reference has ``r`` in 8 bits below ``E``'s 27 for ``d = 0``; for ``d != 0`` it
+    sums in units of ``2**(q - 94)``, exact for ``E``'s bit 0 down to ``2**(q - 91)``; an
+    ``E`` lower than that is under ``2**(q - 65)``, far under half the result's ulp (it is
+    ``2**(q - 48)`` or coarser), so one unit with its sign stands for it. Mutant: ``d``'s
+    sign not applied (``+s`` for ``fn < xe``)."""
+
+    G = 8
+    BLOCK = BypassRound
+    EXTRA = {"r": 50}
+
+    def elaborate(self, platform):
+        m = Module()
+        G = self.G
+        dut = self._wire(m)
+        q = self.q
+        same = self.fn == self.xe
+        flip = self.fn < self.xe                    # d = -1
+        k = Signal(signed(len(q) + 2), name="k")    # e_top = q - 25 - k
+        m.d.comb += k.eq(q - 25 - self.e_top)
+        self._assume_e(m, q - 25)
+        m.d.comb += [
+            Assume(self.e_top >= -400), Assume((self.fn - self.xe <= 1) & (self.xe - self.fn <= 1)),
+            Assume(same | self.e_zero | (self.e_neg != (self.a_neg ^ flip)))]
+        width = 72
+        mag = Signal(width, name="ref_mag")
+        base = Signal(signed(len(q) + 3), name="ref_base")
+        neg = Signal(name="ref_neg")
+        with m.If(same):
+            m.d.comb += Assume(Mux(self.e_sticky, (self.r > 0) & (self.r < (1 << G)),
+                                   self.r == 0))
+            m.d.comb += [mag.eq((self.e_sig << G) + self.r), base.eq(self.e_top - 26 - G),
+                         neg.eq(self.e_neg)]
+        with m.Else():
+            near = ~self.e_zero & (k <= 40)
+            m.d.comb += Assume(~near | Mux(self.e_sticky, (self.r > 0)
+                                           & (self.r < (Const(1, 51) << (43 - k)[:6])),
+                                           self.r == 0))
+            e = Signal(width, name="e_units")
+            with m.If(self.e_zero):
+                m.d.comb += e.eq(0)
+            with m.Elif(near):
+                m.d.comb += e.eq((self.e_sig << (43 - k)[:6]) + self.r)
+            with m.Else():
+                m.d.comb += e.eq(1)
+            m.d.comb += [mag.eq((Const(1, width) << 70) - e), base.eq(q - 94),
+                         neg.eq(self.a_neg ^ (0 if self._mutant else flip))]
+        _assert_rne(m, dut.word, mag, neg, base, width, -400 - 26 - G)
+        return m
+
+
+class SplitResidueProof(_SplitBlockProof):
+    """:class:`hwgen.accum_split.Residue`: ``E`` from its source, ``Ea`` (``N``'s remainder
+    in the frame, bit 0 weighing ``2**(q - F + 2)``, sign ``s * ea_neg``) unless that is 0,
+    else ``Vb`` (its bit ``L_1 - 1`` weighing ``2**b_top``); what lies below the source
+    (the clusters under ``Va``, signed by ``below`` relative to ``Va``; or the third
+    cluster, ``c_neg``) is under the source's lowest unit and under ``2**-27`` of its
+    leading one, so it counts as an infinitesimal ``tau`` of its sign. For every input so
+    formed (``ea_zero`` exactly when ``ea_mag`` is 0, ``b_any`` when ``b_mag`` is not,
+    ``c_any`` only with ``b_any``):
+
+    - ``e_zero`` exactly when both sources are 0, and then ``e_sig`` and ``e_sticky`` are 0;
+    - otherwise ``e_neg`` is the source's sign and, with ``|E| = src + tau`` in units of
+      ``2**-30`` of the source's bit 0 (``tau`` one such unit: less than any ``2**-27`` of
+      the leading one), ``e_top`` is its leading one's place, ``e_sig`` its 27 bits from
+      there and ``e_sticky`` whether any bit below them is set.
+
+    Mutant: an opposite ``tau`` not borrowed (its sign ignored)."""
+
+    BLOCK = Residue
+
+    T = 30
+
+    def elaborate(self, platform):
+        m = Module()
+        sp, T = self._s, self.T
+        F, E = sp.frame, sp.exp_bits
+        W, Lb = F - 26, sp.windows[1]
+        top_lo, top_hi = _top_places(sp)
+        dut = self._wire(m)
+        m.d.comb += [Assume(self.ea_zero == (self.ea_mag == 0)), Assume(self.below != -2),
+                     Assume(self.b_any == (self.b_mag != 0)), Assume(~self.c_any | self.b_any),
+                     Assume(self.q >= -126), Assume(self.q <= top_hi + 2),
+                     Assume(self.b_top >= top_lo), Assume(self.b_top <= top_hi)]
+        from_a = ~self.ea_zero
+        src = Signal(W, name="src")
+        lsb = Signal(signed(E + 1), name="lsb")
+        neg = Signal(name="src_neg")
+        tau_any, tau_neg = Signal(name="tau_any"), Signal(name="tau_neg")
+        with m.If(from_a):
+            m.d.comb += [src.eq(self.ea_mag), lsb.eq(self.q - F + 2),
+                         neg.eq(self.a_neg ^ self.ea_neg), tau_any.eq(self.below != 0),
+                         tau_neg.eq((self.below < 0) ^ self.ea_neg)]
+        with m.Else():
+            m.d.comb += [src.eq(self.b_mag), lsb.eq(self.b_top - Lb + 1), neg.eq(self.b_neg),
+                         tau_any.eq(self.c_any), tau_neg.eq(self.c_neg != self.b_neg)]
+        z = Signal(W + T + 1, name="z")
+        tau_down = tau_any & tau_neg & (0 if self._mutant else 1)
+        m.d.comb += z.eq((src << T) + (tau_any & ~tau_down) - tau_down)
+        lead = _top_bit(m, z, "lead")
+        sh = Signal(range(W + T + 1), name="sh")
+        m.d.comb += sh.eq(lead - (E_BITS - 1))
+        sig = Signal(E_BITS, name="sig_ref")
+        m.d.comb += sig.eq(z >> sh)
+        cut = Signal(W + T + 1, name="cut")
+        m.d.comb += cut.eq(z & ((Const(1, W + T + 2) << sh) - 1))
+        zero = ~from_a & ~self.b_any
+        m.d.comb += Assert(dut.e_zero == zero)
+        with m.If(zero):
+            m.d.comb += [Assert(dut.e_sig == 0), Assert(~dut.e_sticky)]
+        with m.Else():
+            m.d.comb += [Assert(lead >= T - 1), Assert(dut.e_neg == neg),
+                         Assert(dut.e_top == lsb + lead - T), Assert(dut.e_sig == sig),
+                         Assert(dut.e_sticky == (cut != 0))]
+        return m
+
+
+class SplitPickProof(_SplitBlockProof):
+    """:class:`hwgen.accum_split.PickClusters`: for every set of windows in
+    :class:`SplitClusterProof`'s form (``nz_s`` exactly when ``sum_s`` is not 0,
+    ``|sum_s| <= (n - s) * (2**L_s - 1)``, window 0 a start), with the live clusters those
+    that start at their window and are not 0: ``Va`` is the first live one (``a_neg`` its
+    sign, ``a_mag`` its magnitude with its anchor's top at bit ``H - 3``, ``a_top`` that
+    top place), ``Vb`` the first live one after it (its anchor's top at bit ``L_1 - 1``;
+    ``b_any`` whether there is one; ``b_mag`` 0 without it), ``c_any`` and ``c_neg``
+    whether there is a live one after that and its sign; ``zero`` exactly when none is
+    live. Each is found by a priority scan after the one before (the block counts the live
+    windows before each). Mutant: ``Vb`` the first live window at or after ``Va``'s."""
+
+    BLOCK = PickClusters
+
+    def elaborate(self, platform):
+        m = Module()
+        sp = self._s
+        n, L = sp.n, sp.windows
+        dut = self._wire(m)
+        sums = [getattr(self, f"sum_{s}") for s in range(n)]
+        tops = [getattr(self, f"top_{s}") for s in range(n)]
+        live = []
+        for s in range(n):
+            bound = (n - s) * ((1 << L[s]) - 1)     # n - s members, each under 2**L_s
+            m.d.comb += [Assume(getattr(self, f"nz_{s}") == (sums[s] != 0)),
+                         Assume((sums[s] <= bound) & (sums[s] >= -bound))]
+            live.append(getattr(self, f"start_{s}") & getattr(self, f"nz_{s}"))
+        m.d.comb += Assume(self.start_0)
+
+        def first_after(after, name):               # index of the first live s > after
+            idx, found = Signal(range(n + 1), name=f"{name}_idx"), Signal(name=f"{name}_any")
+            m.d.comb += idx.eq(n)
+            for s in reversed(range(n)):
+                with m.If(live[s] & (s > after)):
+                    m.d.comb += [idx.eq(s), found.eq(1)]
+            return idx, found
+
+        a, a_any = first_after(Const(-1, signed(2)), "a")
+        b, b_any = first_after(a - (1 if self._mutant else 0), "b")
+        c, c_any = first_after(b, "c")
+        m.d.comb += [Assert(dut.zero == ~a_any), Assert(dut.b_any == b_any),
+                     Assert(dut.c_any == c_any), Assert(b_any | (dut.b_mag == 0))]
+        for s in range(n):
+            x = sums[s]
+            mag = Mux(x < 0, -x, x)
+            with m.If(a_any & (a == s)):
+                m.d.comb += [Assert(dut.a_neg == (x < 0)), Assert(dut.a_top == tops[s]),
+                             Assert(dut.a_mag == (mag << (L[0] - L[s])))]
+            if s >= 1:
+                with m.If(b_any & (b == s)):
+                    m.d.comb += [Assert(dut.b_neg == (x < 0)), Assert(dut.b_top == tops[s]),
+                                 Assert(dut.b_mag == (mag << (L[1] - L[s])))]
+                with m.If(c_any & (c == s)):
+                    m.d.comb += Assert(dut.c_neg == (x < 0))
         return m

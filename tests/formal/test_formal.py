@@ -49,13 +49,13 @@ def bounded_spec(unit_cls, residual="none"):
 
 #: The bounded back end's one-term geometries: (unit, residual) by name. MXFP4 with a
 #: residual (``mxfp4_r``: the split's 53-bit term ``P``; "dense" splits to the same term)
-#: has its decode and rounders proved, not its wiring (``BoundedWiringProof`` composes the
-#: one-, pre-added and paired adders only).
+#: has its split's blocks proved on their own (:func:`_split_proofs`).
 BOUNDED = {"hif4": (HiF4DotUnit, "none"), "hif4_r": (HiF4DotUnit, "2:4"),
            "nvfp4": (NVFP4DotUnit, "none"), "mxfp4": (MXFP4DotUnit, "none"),
            "mxfp4_r": (MXFP4DotUnit, "2:4")}
-#: The geometries whose adder ``BoundedWiringProof`` composes.
-WIRED = ("hif4", "hif4_r", "nvfp4", "mxfp4")
+#: The geometries whose adder ``BoundedWiringProof`` composes (each with its special
+#: cases; for ``mxfp4_r`` the split's blocks, the bypass and the compare with ``-E``).
+WIRED = ("hif4", "hif4_r", "nvfp4", "mxfp4", "mxfp4_r")
 
 
 #: The geometries whose window proof (``BoundedAlignProof``) has an answer: HiF4 in about
@@ -100,11 +100,48 @@ def _bounded_proofs():
             lambda mu, part=part: fp.JamPairProof(bounded_spec(MXFP4DotUnit), mu,
                                                   parts=(part,)),
             "boolector", True)
+    out.update(_split_proofs())
     wired = {n: BOUNDED[n] for n in WIRED}
-    for name, (cls, residual) in {**wired, "hif4_dense": (HiF4DotUnit, "dense")}.items():
+    dense = {"hif4_dense": (HiF4DotUnit, "dense"), "mxfp4_dense": (MXFP4DotUnit, "dense")}
+    for name, (cls, residual) in {**wired, **dense}.items():
         out[f"bounded_wiring_{name}"] = (
             lambda mu, cls=cls, r=residual: fp.BoundedWiringProof(bounded_adder(cls, r), mu),
             "boolector", False)
+    return out
+
+
+def split_spec(residual="2:4"):
+    """The split's geometry (:class:`hwgen.accum_split.SplitSpec`) of MXFP4 with a
+    residual; "2:4" and "dense" differ only in the residual terms' width (13 and 14 bits),
+    so only the decode and sort (which read the terms) are proved for both."""
+    return bounded_spec(MXFP4DotUnit, residual).split
+
+
+def _split_proofs():
+    """The proofs of the split's blocks (``hwgen/accum_split.py``, ``docs/formal.md``),
+    one per block: the sort for both residual modes; the cluster windows 2 and 3 and
+    window 1 (minutes: slow) member by member, window 0 stacked on window 1; the choice of
+    clusters, the frame (about 2 minutes with synthesis on both cores: slow), ``N`` and its
+    words, ``E``, the loop term ``P``, the bypass rounding and the loop's compare with
+    ``-E`` (about 2 minutes: slow). Their wiring into the adder is ``bounded_wiring_mxfp4_r``
+    and ``bounded_wiring_mxfp4_dense``."""
+    out = {}
+    for residual, tag in (("2:4", "r24"), ("dense", "dense")):
+        out[f"split_sort_mxfp4_{tag}"] = (
+            lambda mu, r=residual: fp.SplitSortProof(split_spec(r), mu), "boolector", False)
+    out["split_cluster_low"] = (
+        lambda mu: fp.SplitClusterProof(split_spec(), mu, windows=(2, 3)), "boolector", False)
+    out["split_cluster_1"] = (
+        lambda mu: fp.SplitClusterProof(split_spec(), mu, windows=(1,)), "boolector", True)
+    out["split_cluster_0"] = (
+        lambda mu: fp.SplitClusterProof(split_spec(), mu, windows=(0,), stacked=True),
+        "boolector", False)
+    blocks = {"pick": (fp.SplitPickProof, False), "frame": (fp.SplitFrameProof, True),
+              "nearest": (fp.SplitNearestProof, False),
+              "residue": (fp.SplitResidueProof, False), "loop_term": (fp.LoopTermProof, False),
+              "bypass": (fp.SplitBypassProof, False), "versus": (fp.AccVersusEProof, True)}
+    for name, (cls, slow) in blocks.items():
+        out[f"split_{name}"] = (lambda mu, cls=cls: cls(split_spec(), mu), "boolector", slow)
     return out
 
 
@@ -160,7 +197,9 @@ MUTANTS_DEFAULT = {"microgroup4", "residual_select", "e2m1_product", "e2m1_dot32
                    "term_exp_hif4_r24", "term_exp_mxfp4", "bounded_decode_hif4",
                    "bounded_round_hif4",
                    "bounded_preadd_hif4_r24", "bounded_align_hif4", "bounded_add_hif4",
-                   "bounded_add_nvfp4",
+                   "bounded_add_nvfp4", "split_sort_mxfp4_r24", "split_cluster_low",
+                   "split_cluster_0", "split_pick", "split_frame", "split_nearest",
+                   "split_residue", "split_loop_term", "split_bypass", "split_versus",
                    *(n for n in PROOFS if n.startswith("bounded_wiring_"))}
 
 
