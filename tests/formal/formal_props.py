@@ -1580,3 +1580,38 @@ class SplitPickProof(_SplitBlockProof):
                 with m.If(c_any & (c == s)):
                     m.d.comb += Assert(dut.c_neg == (x < 0))
         return m
+
+
+class SplitSumProof(wiring.Component):
+    """:class:`hwgen.accum_split.SplitSum`, the whole split, for every step whose exponent
+    fields are at most ``exp_max`` (what the front end hands it, ``TermExponentProof``):
+    the facts the block proofs take from the argument of ``docs/accumulator.md`` hold at
+    its outputs. ``q`` is one the split gives; ``E`` is in
+    :class:`hwgen.accum_split.Residue`'s form with ``|E| <= 2**(q - 25)``; ``fn`` and
+    ``xe`` are at most one apart and, when they differ, ``E`` is 0 or has the sign opposite
+    to ``(fn - xe) * s``. Mutant: ``|E| <= 2**(q - 26)``."""
+
+    def __init__(self, sspec, mutant=False):
+        self._s, self._mutant = sspec, mutant
+        super().__init__({"step": In(accum_layout(sspec.terms))})
+
+    def elaborate(self, platform):
+        m = Module()
+        sp = self._s
+        m.submodules.dut = dut = SplitSum(sp)
+        m.d.comb += dut.step.eq(self.step)
+        for t in sp.terms:
+            m.d.comb += Assume(self.step[f"{t.name}_exp"] <= t.exp_max)
+        half = dut.q - (26 if self._mutant else 25)
+        top, sig = dut.e_top, dut.e_sig
+        with m.If(~dut.zero):
+            m.d.comb += [
+                Assert(dut.q >= -126), Assert(dut.q <= _top_places(sp)[1] + 2),
+                Assert(Mux(dut.e_zero, (sig == 0) & ~dut.e_sticky, sig[E_BITS - 1])),
+                Assert(dut.e_zero | (top < half)
+                       | ((top == half) & (sig == 1 << (E_BITS - 1)) & ~dut.e_sticky)),
+                Assert((dut.fn - dut.xe <= 1) & (dut.xe - dut.fn <= 1)),
+                Assert((dut.fn == dut.xe) | dut.e_zero
+                       | (dut.e_neg != (dut.s_neg ^ (dut.fn < dut.xe))))]
+        return m
+

@@ -118,8 +118,9 @@ def split_spec(residual="2:4"):
 
 
 def _split_proofs():
-    """The proofs of the split's blocks (``hwgen/accum_split.py``, ``docs/formal.md``),
-    one per block: the sort for both residual modes; the cluster windows 2 and 3 and
+    """The proofs of the split (``hwgen/accum_split.py``, ``docs/formal.md``): of the whole
+    split, for both residual modes, the facts the block proofs take from the argument;
+    then one per block: the sort for both residual modes; the cluster windows 2 and 3 and
     window 1 (minutes: slow) member by member, window 0 stacked on window 1; the choice of
     clusters, the frame (about 2 minutes with synthesis on both cores: slow), ``N`` and its
     words, ``E``, the loop term ``P``, the bypass rounding and the loop's compare with
@@ -129,6 +130,8 @@ def _split_proofs():
     for residual, tag in (("2:4", "r24"), ("dense", "dense")):
         out[f"split_sort_mxfp4_{tag}"] = (
             lambda mu, r=residual: fp.SplitSortProof(split_spec(r), mu), "boolector", False)
+        out[f"split_sum_mxfp4_{tag}"] = (
+            lambda mu, r=residual: fp.SplitSumProof(split_spec(r), mu), "boolector", False)
     out["split_cluster_low"] = (
         lambda mu: fp.SplitClusterProof(split_spec(), mu, windows=(2, 3)), "boolector", False)
     out["split_cluster_1"] = (
@@ -198,7 +201,8 @@ MUTANTS_DEFAULT = {"microgroup4", "residual_select", "e2m1_product", "e2m1_dot32
                    "bounded_round_hif4",
                    "bounded_preadd_hif4_r24", "bounded_align_hif4", "bounded_add_hif4",
                    "bounded_add_nvfp4", "split_sort_mxfp4_r24", "split_cluster_low",
-                   "split_cluster_0", "split_pick", "split_frame", "split_nearest",
+                   "split_cluster_0", "split_sum_mxfp4_r24", "split_pick", "split_frame",
+                   "split_nearest",
                    "split_residue", "split_loop_term", "split_bypass", "split_versus",
                    *(n for n in PROOFS if n.startswith("bounded_wiring_"))}
 
