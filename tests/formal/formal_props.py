@@ -29,7 +29,7 @@ from conftest import e2m1, e6m2, e8m0, s1p2, ue4m3
 from hwgen.accum import NAN_WORD, AccumSpec, Round, accum_layout
 from hwgen.accum_bounded import AddSub, BypassRound, Decode, JamPair, PreAdd, RoundAt, SwapAlign
 from hwgen.accum_split import (E_BITS, SUBNORMAL_REACH, AccVersusE, ClusterSums, Frame, LoopTerm,
-                               Nearest, PickClusters, Residue, SortTerms, SplitSum, sorted_ports)
+                               Nearest, PickClusters, Residue, SortTerms, SplitSum)
 from hwgen.e2m1 import e2m1_product_expr
 from hwgen.hif4 import BlockSlice, MicroGroupDot, ResidualSelect, ScalePair
 from hwgen.mxfp4 import E8M0ScalePair
@@ -1017,22 +1017,19 @@ def _split_decode_ref(m, sp, sig, ef, bias, name, top_off=0):
     return Cat(sig < 0, norm, top, mag == 0)
 
 
-class SplitSortProof(wiring.Component):
+class SplitSortProof(_SplitBlockProof):
     """:class:`hwgen.accum_split.SortTerms` of the split ``sspec``: for every step (any
     exponent fields), the outputs are the terms, each as :func:`_split_decode_ref` writes
     it (sign, normalized magnitude, top place, zero), in an order of non-increasing top
     place: the multiset of output tuples equals the multiset of the references' (every
     tuple counted on both sides). Mutant: the reference's top place one higher."""
 
-    def __init__(self, sspec, mutant=False):
-        self._s, self._mutant = sspec, mutant
-        super().__init__({"step": In(accum_layout(sspec.terms))})
+    BLOCK = SortTerms
 
     def elaborate(self, platform):
         m = Module()
         sp = self._s
-        m.submodules.dut = dut = SortTerms(sp)
-        m.d.comb += dut.step.eq(self.step)
+        dut = self._wire(m)
         refs = [_split_decode_ref(m, sp, self.step[f"{t.name}_sig"], self.step[f"{t.name}_exp"],
                                   t.bias, f"ref{i}", 1 if self._mutant else 0)
                 for i, t in enumerate(sp.terms)]
@@ -1049,7 +1046,7 @@ class SplitSortProof(wiring.Component):
         return m
 
 
-class SplitClusterProof(wiring.Component):
+class SplitClusterProof(_SplitBlockProof):
     """:class:`hwgen.accum_split.ClusterSums`: for sorted terms in the form
     :class:`SplitSortProof` proves (top places non-increasing; a zero term's magnitude 0
     and top the sentinel; a nonzero term's leading one at bit ``w - 1`` and its top place
@@ -1068,27 +1065,26 @@ class SplitClusterProof(wiring.Component):
     how window 0 is proved: its member-by-member statement had no answer in 15 minutes
     (``docs/formal.md``). Mutant: the reference's reach ``D + 1``."""
 
+    BLOCK = ClusterSums
+
     def __init__(self, sspec, mutant=False, windows=None, stacked=False):
-        self._s, self._mutant = sspec, mutant
         self._windows = tuple(range(sspec.n) if windows is None else windows)
         if stacked and (len(self._windows) != 1 or self._windows[0] >= sspec.n - 1):
             raise ValueError("stacked takes one window with a window below it")
         self._stacked = stacked
-        super().__init__(sorted_ports(sspec, "in"))
+        super().__init__(sspec, mutant)
 
     def elaborate(self, platform):
         m = Module()
         sp = self._s
         n, w, D = sp.n, sp.w, sp.reach + (1 if self._mutant else 0)
         top_lo, top_hi = _top_places(sp)
-        m.submodules.dut = dut = ClusterSums(sp)
+        dut = self._wire(m)
         neg = [getattr(self, f"neg_{k}") for k in range(n)]
         mag = [getattr(self, f"mag_{k}") for k in range(n)]
         top = [getattr(self, f"top_{k}") for k in range(n)]
         zero = [getattr(self, f"zero_{k}") for k in range(n)]
         for k in range(n):
-            for f in ("neg", "mag", "top", "zero"):
-                m.d.comb += getattr(dut, f"{f}_{k}").eq(getattr(self, f"{f}_{k}"))
             m.d.comb += [Assume(zero[k] == (mag[k] == 0)),
                          Assume(zero[k] | (mag[k][w - 1] & (top[k] >= top_lo)
                                            & (top[k] <= top_hi))),
@@ -1582,7 +1578,7 @@ class SplitPickProof(_SplitBlockProof):
         return m
 
 
-class SplitSumProof(wiring.Component):
+class SplitSumProof(_SplitBlockProof):
     """:class:`hwgen.accum_split.SplitSum`, the whole split, for every step whose exponent
     fields are at most ``exp_max`` (what the front end hands it, ``TermExponentProof``):
     the facts the block proofs take from the argument of ``docs/accumulator.md`` hold at
@@ -1591,15 +1587,12 @@ class SplitSumProof(wiring.Component):
     ``xe`` are at most one apart and, when they differ, ``E`` is 0 or has the sign opposite
     to ``(fn - xe) * s``. Mutant: ``|E| <= 2**(q - 26)``."""
 
-    def __init__(self, sspec, mutant=False):
-        self._s, self._mutant = sspec, mutant
-        super().__init__({"step": In(accum_layout(sspec.terms))})
+    BLOCK = SplitSum
 
     def elaborate(self, platform):
         m = Module()
         sp = self._s
-        m.submodules.dut = dut = SplitSum(sp)
-        m.d.comb += dut.step.eq(self.step)
+        dut = self._wire(m)
         for t in sp.terms:
             m.d.comb += Assume(self.step[f"{t.name}_exp"] <= t.exp_max)
         half = dut.q - (26 if self._mutant else 25)
