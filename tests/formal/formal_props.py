@@ -989,6 +989,25 @@ class _SplitBlockProof(wiring.Component):
                             | ((top == half_ulp) & (sig == 1 << (E_BITS - 1))
                                & ~self.e_sticky))]
 
+    def _assume_r(self, m, bound):
+        """Assume the free remainder ``r`` (what ``E`` holds below ``e_sig``) is in
+        ``(0, bound)`` when ``e_sticky`` and 0 otherwise."""
+        m.d.comb += Assume(Mux(self.e_sticky, (self.r > 0) & (self.r < bound), self.r == 0))
+
+    def _e_units(self, m, shift, near, width):
+        """``|E|`` in units ``2**-shift`` of ``e_sig``'s bit 0, a ``width``-bit signal: 0 when
+        ``e_zero``; where ``near``, ``e_sig << shift`` plus the free remainder; elsewhere one
+        unit, which stands for an ``E`` too far below to matter but as a nonzero sign."""
+        e = Signal(width, name="e_units")
+        with m.If(self.e_zero):
+            m.d.comb += e.eq(0)
+        with m.Elif(near):
+            self._assume_r(m, Const(1, width) << shift)
+            m.d.comb += e.eq((self.e_sig << shift) + self.r)
+        with m.Else():
+            m.d.comb += e.eq(1)
+        return e
+
     def _wire(self, m):
         m.submodules.dut = dut = self._dut
         for name, member in dut.signature.members.items():
@@ -1164,8 +1183,8 @@ class AccVersusEProof(_SplitBlockProof):
         u = Signal(W)
         m.d.comb += u.eq(Const(1, W) << up[:(W - 1).bit_length()])
         inside = (self.e_top >= -150) & (self.e_top <= 127)
-        m.d.comb += Assume(~inside | Mux(self.e_sticky, (self.r > 0) & (self.r < u),
-                                         self.r == 0))
+        with m.If(inside):
+            self._assume_r(m, u)
         e = Signal(W)
         with m.If(self.e_zero):
             m.d.comb += e.eq(0)
@@ -1218,17 +1237,7 @@ class LoopTermProof(_SplitBlockProof):
         self._assume_e(m, self.q - 25)
         k = Signal(signed(len(self.q) + 2), name="k")   # e_sig's bit 0 is 2**(q - 50 - k)
         m.d.comb += k.eq(self.q - 24 - self.e_top)
-        near = ~self.e_zero & (k <= G - 1)
-        m.d.comb += Assume(~near | Mux(self.e_sticky, (self.r > 0)
-                                       & (self.r < (Const(1, G + 1) << (G - k)[:5])),
-                                       self.r == 0))
-        e = Signal(E_BITS + G + 1, name="e_units")
-        with m.If(self.e_zero):
-            m.d.comb += e.eq(0)
-        with m.Elif(near):
-            m.d.comb += e.eq((self.e_sig << (G - k)[:5]) + self.r)
-        with m.Else():
-            m.d.comb += e.eq(1)
+        e = self._e_units(m, (G - k)[:5], k <= G - 1, E_BITS + G + 1)
         total = Signal(signed(26 + 26 + G + 3), name="t_units")
         m.d.comb += total.eq((self.fn << (26 + G))
                              + Mux(self.e_neg ^ self.a_neg, -e, e).as_signed())
@@ -1433,22 +1442,11 @@ class SplitBypassProof(_SplitBlockProof):
         base = Signal(signed(len(q) + 3), name="ref_base")
         neg = Signal(name="ref_neg")
         with m.If(same):
-            m.d.comb += Assume(Mux(self.e_sticky, (self.r > 0) & (self.r < (1 << G)),
-                                   self.r == 0))
+            self._assume_r(m, 1 << G)
             m.d.comb += [mag.eq((self.e_sig << G) + self.r), base.eq(self.e_top - 26 - G),
                          neg.eq(self.e_neg)]
         with m.Else():
-            near = ~self.e_zero & (k <= 40)
-            m.d.comb += Assume(~near | Mux(self.e_sticky, (self.r > 0)
-                                           & (self.r < (Const(1, 51) << (43 - k)[:6])),
-                                           self.r == 0))
-            e = Signal(width, name="e_units")
-            with m.If(self.e_zero):
-                m.d.comb += e.eq(0)
-            with m.Elif(near):
-                m.d.comb += e.eq((self.e_sig << (43 - k)[:6]) + self.r)
-            with m.Else():
-                m.d.comb += e.eq(1)
+            e = self._e_units(m, (43 - k)[:6], k <= 40, width)
             m.d.comb += [mag.eq((Const(1, width) << 70) - e), base.eq(q - 94),
                          neg.eq(self.a_neg ^ (0 if self._mutant else flip))]
         _assert_rne(m, dut.word, mag, neg, base, width, -400 - 26 - G)

@@ -118,7 +118,7 @@ def _bounded_proofs():
 def split_spec(residual="2:4"):
     """The split's geometry (:class:`hwgen.accum_split.SplitSpec`) of MXFP4 with a
     residual; "2:4" and "dense" differ only in the residual terms' width (13 and 14 bits),
-    so only the decode and sort (which read the terms) are proved for both."""
+    which only the sort reads (``SPLIT_DENSE_SLOW``)."""
     return bounded_spec(MXFP4DotUnit, residual).split
 
 
@@ -127,7 +127,7 @@ def _split_proofs():
     split, for both residual modes, the facts the block proofs take from the argument;
     then one per block: the sort for both residual modes; the cluster windows 2 and 3 and
     window 1 (minutes: slow) member by member, window 0 stacked on window 1; the choice of
-    clusters, the frame (about 2 minutes with synthesis on both cores: slow), ``N`` and its
+    clusters, the frame (about a minute with synthesis on both cores: slow), ``N`` and its
     words, ``E``, the loop term ``P``, the bypass rounding and the loop's compare with
     ``-E`` (about 2 minutes: slow). Their wiring into the adder is ``bounded_wiring_mxfp4_r``
     and ``bounded_wiring_mxfp4_dense``."""
@@ -209,8 +209,8 @@ MUTANTS_DEFAULT = {"microgroup4", "residual_select", "e2m1_product", "e2m1_dot32
                    "bounded_preadd_hif4_r24", "bounded_align_hif4", "bounded_add_hif4",
                    "bounded_add_nvfp4", "split_sort_mxfp4_r24", "split_cluster_low",
                    "split_cluster_0", "split_sum_mxfp4_r24", "split_pick", "split_frame",
-                   "split_nearest",
-                   "split_residue", "split_loop_term", "split_bypass", "split_versus",
+                   "split_nearest", "split_residue", "split_loop_term", "split_bypass",
+                   "split_versus",
                    *(n for n in PROOFS if n.startswith("bounded_wiring_")
                      and not n.endswith(SPLIT_DENSE_SLOW))}
 
