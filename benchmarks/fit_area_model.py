@@ -15,7 +15,8 @@ Usage::
     python benchmarks/fit_area_model.py --families maxtree,e2m1rnd
                                                     # fit only these families, keep the rest
     python benchmarks/fit_area_model.py --bounded   # only remeasure the bounded back end's
-                                                    # block calibration, keep the rest
+                                                    # block calibration (and refit its
+                                                    # single-stage factors), keep the rest
 
 1. Every primitive of :data:`sim.cost.primitives.DEFAULT_GRID` is synthesized with the issue-5
    flow (cached under ``build/synth``) and one linear formula per family
@@ -27,12 +28,14 @@ Usage::
    unit, so an interrupted run resumes where it stopped). ``--blocks`` adds the
    hierarchical run's per-sub-block areas.
 3. Per dot unit, two factors (front end, rest) are fitted on the table's stage-3 entries
-   (:func:`calibrate_units`; the encoders get none), and one for the term shifters of single-stage units on the
+   with the full window (:func:`calibrate_units`; the encoders get none), and per back end
+   one for the logic a single-stage unit feeds ahead of its accumulator loop, on the
    single-stage entries with 16 and 32 lanes (:func:`calibrate_comb_align`); every other
    entry is held out, among them every single-stage unit with 64 lanes.
    The accumulator's blocks are calibrated by synthesizing reference adders, not units:
    the full window's align and round (:func:`calibrate_accumulator`) and the bounded back
-   end's decode, align, addsub, round, pair and split (:func:`calibrate_bounded`).
+   end's blocks on one reference adder of each kind: one term, pre-added, paired, split
+   (:func:`calibrate_bounded`).
 4. The model is compared with every entry of the table and the worst relative error is
    printed, overall and on the held-out entries (the bar is 10%).
 """
@@ -132,41 +135,49 @@ def calibrate_accumulator(families):
                                     f"{acc.spec.window} bits, hierarchical synthesis")
 
 
-#: The reference steps of the bounded back end's calibration: one synthetic term (the
-#: window back end's reference), two independent synthetic terms for the pair and four for
-#: the split. None is a unit's own geometry.
-BOUNDED_REFS = {"one": [("t0", 24, 8, 110)], "pair": [("p0", 12, 8, 140), ("p1", 12, 8, 140)],
-                "split": [(f"s{i}", 12, 8, 140) for i in range(4)]}
-#: The sub-blocks each reference calibrates.
-BOUNDED_SUBS = {"one": ("decode", "align", "addsub", "round"), "pair": ("pair",),
+#: The reference steps of the bounded back end's calibration, ``(terms, max_exp_diff)``:
+#: one synthetic term (the window back end's reference); two synthetic terms pre-added
+#: (up to 63 binades apart: an 85-bit window, about as wide as a pre-added unit's); two
+#: independent ones for the pair and four for the split. None is a unit's own geometry.
+BOUNDED_REFS = {"one": ([("t0", 24, 8, 110)], None),
+                "preadd": ([("q0", 20, 7, 100), ("q1", 20, 7, 100)], 63),
+                "pair": ([("p0", 12, 8, 140), ("p1", 12, 8, 140)], None),
+                "split": ([(f"s{i}", 12, 8, 140) for i in range(4)], None)}
+#: The sub-blocks each reference calibrates: its own and the four every bounded adder has,
+#: whose synthesized size depends on the window they work in (the rounder is 0.78x its
+#: primitives in the one-term reference's 27-bit window, 1.11x in the pre-added one's 85).
+BOUNDED_SHARED_SUBS = ("decode", "align", "addsub", "round")
+BOUNDED_SUBS = {"one": (), "preadd": ("preadd",), "pair": ("pair",),
                 "split": ("split", "bypass", "versus")}
 
 
 def calibrate_bounded(families):
-    """Synthesize three reference bounded adders (``BOUNDED_REFS``) hierarchically and
-    record, per sub-block (``accum.decode``, ``accum.align``, ``accum.addsub``,
-    ``accum.round`` from the one-term reference, ``accum.pair`` from the paired one,
-    ``accum.split``, ``accum.bypass`` and ``accum.versus`` from the split one,
-    ``BOUNDED_SUBS``), the ratio of its synthesized area to the sum of its primitive
-    costs: the bounded counterpart of :func:`calibrate_accumulator`, whose factors (fitted
-    on a 320-bit window) do not describe a 27-to-88-bit one."""
+    """Synthesize the reference bounded adders (``BOUNDED_REFS``) hierarchically and record,
+    per reference and sub-block (its own, ``BOUNDED_SUBS``, and ``accum.decode``,
+    ``accum.align``, ``accum.addsub``, ``accum.round``), the ratio of its synthesized area
+    to the sum of its primitive costs: the bounded counterpart of
+    :func:`calibrate_accumulator`, whose factors (fitted on a 320-bit window) do not
+    describe a 27-to-88-bit one. A unit's accumulator takes the factors of the reference of
+    its kind (:func:`sim.area_model.bounded_reference`)."""
     from hwgen.accum import TermSpec
     from hwgen.accum_bounded import BoundedAdd
 
     out = {}
-    for ref, terms in BOUNDED_REFS.items():
-        add = BoundedAdd([TermSpec(*t) for t in terms])
-        out.update(_block_factors(
-            add, f"calib_bnd_{ref}", [(sub, sub) for sub in BOUNDED_SUBS[ref]], families,
-            f"hwgen.accum_bounded.BoundedAdd, terms {terms}, window {add.bspec.window} bits, "
-            f"hierarchical synthesis"))
+    for ref, (terms, max_exp_diff) in BOUNDED_REFS.items():
+        add = BoundedAdd([TermSpec(*t) for t in terms], max_exp_diff=max_exp_diff)
+        subs = BOUNDED_SUBS[ref] + BOUNDED_SHARED_SUBS
+        pre = "" if max_exp_diff is None else f", pre-added up to {max_exp_diff} apart"
+        out[ref] = _block_factors(
+            add, f"calib_bnd_{ref}", [(sub, sub) for sub in subs], families,
+            f"hwgen.accum_bounded.BoundedAdd, terms {terms}{pre}, window "
+            f"{add.bspec.window} bits, hierarchical synthesis")
     return out
 
 
 #: The configurations the unit factors are fitted on; every other stage count is held out.
 CALIBRATION_STAGES = 3
-#: Lane counts of the single-stage entries the ``comb_align`` factors are fitted on; the
-#: 64-lane ones are held out.
+#: Lane counts of the single-stage entries the single-stage factors (``comb_align``,
+#: ``comb_step``) are fitted on; the 64-lane ones are held out.
 COMB_FIT_LANES = (16, 32)
 
 
@@ -181,8 +192,10 @@ def calibrate_units(coeffs, tab=None):
     for entry in tab.values():
         man = entry["manifest"]
         if (man["parameters"]["stages"] != CALIBRATION_STAGES
-                or unit_spec(man["unit"]).kind != "dot"):
-            continue                    # encoders get no factors: their primitives only
+                or unit_spec(man["unit"]).kind != "dot"
+                or man["parameters"].get("accum", REFERENCE_ACCUM) != REFERENCE_ACCUM):
+            continue    # encoders get no factors (their primitives only); other back ends
+                        # are held out, their accumulators calibrated on reference adders
         est = area_model.estimate_manifest(man, coeffs=base)
         front = sum(v for k, v in est.blocks.items() if area_model.is_front_block(k))
         rows.setdefault(man["unit"], []).append(
@@ -204,48 +217,74 @@ def calibrate_units(coeffs, tab=None):
     return units
 
 
-def calibrate_comb_align(coeffs, tab=None):
-    """Fit, per unit, the factor of the term alignment shifters that a single-stage unit
-    feeds combinationally (``area_model.is_comb_fed``), on its single-stage entries with
+def calibrate_comb_align(coeffs, tab=None, accums=tuple(area_model.COMB_TAGS)):
+    """Fit, per unit and back end of ``accums``, the factor (``area_model.COMB_TAGS``:
+    ``comb_align`` for the full window, ``comb_step`` for the bounded back end) of the
+    accumulator logic that a single-stage unit feeds combinationally
+    (``area_model.is_comb_fed``; the window's term alignment shifters, the bounded back
+    end's pre-add, pair, split and term decode), on its single-stage entries with
     ``COMB_FIT_LANES`` lanes only (relative least squares; the other lane counts are held
-    out). A unit whose terms need no variable shift (NVFP4) gets no factor.
+    out). A unit with no such logic in a back end (NVFP4's window term has a fixed place)
+    gets no factor for it.
 
     Why: synthesized flat, a unit with no register between the front end and the
     accumulator is one long combinational cone, and it comes out larger than the same logic
-    cut by a register: for MXFP4 by about the cost of its term shifters again (4.5k NAND2-eq
-    with two terms, 10.6k to 11k with four). ``benchmarks/late_shift.py`` shows a shifter
-    fed late by an adder tree costs 0.06x to 0.3x more on its own, so only part of the
-    effect sits in the shifters; the factor is a calibration on where it scales, not a
-    model of its cause.
+    cut by a register: for MXFP4's window by about the cost of its term shifters again
+    (4.5k NAND2-eq with two terms, 10.6k to 11k with four), for the bounded units by 4-10%
+    of the unit. ``benchmarks/late_shift.py`` shows a shifter fed late by an adder tree
+    costs 0.06x to 0.3x more on its own, so only part of the effect sits in the tagged
+    logic; the factor is a calibration on where it scales, not a model of its cause.
 
     Why two lane counts: for HiF4 the excess is small and uneven, from -0.7x to +1.9x the
     cost of its shifters from one configuration to the next, so the three 32-lane entries
     alone leave the factor ill-determined. Fitted on them alone, once
     ``hif4_dot_rdense_s1_l32`` was in the table, it put ``hif4_dot_r24_s1_l16`` at +10.1%."""
     tab = table.load_table() if tab is None else tab
-    # the model is linear in the factor: its cost at 2 less its cost at 1 is the shifters'
-    doubled = {**coeffs, "units": {u: {**info, "comb_align": 2.0}
-                                   for u, info in coeffs["units"].items()}}
+    tags = {area_model.COMB_TAGS[a] for a in accums}
+
+    def with_factor(f):
+        return {**coeffs, "units": {u: {**info, **{t: f for t in tags}}
+                                    for u, info in coeffs["units"].items()}}
+
+    # the model is linear in the factor: its cost at 2 less its cost at 1 is the tagged
+    # logic's
+    one, doubled = with_factor(1.0), with_factor(2.0)
     rows = {}
     for entry in tab.values():
         man = entry["manifest"]
-        if (not area_model.is_comb_fed(man)
+        tag = area_model.COMB_TAGS.get(man["parameters"].get("accum", REFERENCE_ACCUM))
+        if (tag not in tags or not area_model.is_comb_fed(man)
                 or man["parameters"]["lanes"] not in COMB_FIT_LANES):
             continue
-        plain = area_model.estimate_manifest(man, coeffs=coeffs).nand2
+        plain = area_model.estimate_manifest(man, coeffs=one).nand2
         tagged = area_model.estimate_manifest(man, coeffs=doubled).nand2
         if tagged - plain > 0:
-            rows.setdefault(man["unit"], []).append(
+            rows.setdefault((man["unit"], tag), []).append(
                 (man["module"], plain, tagged - plain, entry["nand2"]))
     out = {}
-    for unit, data in sorted(rows.items()):
+    for (unit, tag), data in sorted(rows.items()):
         s = np.array([d for _, _, d, _ in data])
         y = np.array([a for *_, a in data])
         base = np.array([p for _, p, _, _ in data])
         extra = float(np.sum((s / y) * (y - base) / y) / np.sum((s / y) ** 2))
-        out[unit] = {"comb_align": round(1.0 + extra, 4),
-                     "comb_align_fitted_on": sorted(name for name, *_ in data)}
+        out.setdefault(unit, {}).update({
+            tag: round(1.0 + extra, 4),
+            f"{tag}_fitted_on": sorted(name for name, *_ in data)})
     return out
+
+
+def print_bounded_calibration(coeffs):
+    """Print the bounded back end's block factors per reference adder and every unit's
+    single-stage factors."""
+    for ref, blocks in coeffs["calibration_bounded"].items():
+        factors = ", ".join(f"{name.removeprefix('accum.')} {info['factor']}"
+                            for name, info in blocks.items())
+        print(f"  bounded, {ref} reference: synthesized / primitives = {factors}")
+    for unit, info in coeffs["units"].items():
+        for accum, tag in area_model.COMB_TAGS.items():
+            if tag in info:
+                print(f"  {unit}, {accum}: logic fed combinationally x {info[tag]} (fitted "
+                      f"on {', '.join(info[f'{tag}_fitted_on'])})")
 
 
 def plot_model_vs_synth(path):
@@ -304,8 +343,9 @@ def main(argv=None):
                          "merge them into sim/area_coeffs.json; every other coefficient, the "
                          "accumulator calibration and the unit factors stay as they are")
     ap.add_argument("--bounded", action="store_true",
-                    help="only remeasure the bounded back end's block calibration (two "
-                         "reference adders, seconds) and merge it into sim/area_coeffs.json")
+                    help="only remeasure the bounded back end's block calibration (four "
+                         "reference adders, a minute), refit its single-stage factors on "
+                         "the table and merge both into sim/area_coeffs.json")
     ap.add_argument("--plot", metavar="FILE.png",
                     help="draw the model against synthesis for every configuration")
     ap.add_argument("--backend", choices=synth.BACKENDS, default=None,
@@ -341,10 +381,15 @@ def main(argv=None):
     if args.bounded and not args.check:
         coeffs = json.loads(area_model.COEFFS_PATH.read_text())
         coeffs["calibration_bounded"] = calibrate_bounded(coeffs["families"])
+        tag = area_model.COMB_TAGS["bounded"]          # refit on the new calibration
+        for info in coeffs["units"].values():
+            info.pop(tag, None)
+            info.pop(f"{tag}_fitted_on", None)
+        for unit, info in calibrate_comb_align(coeffs, accums=("bounded",)).items():
+            coeffs["units"][unit].update(info)
         area_model.COEFFS_PATH.write_text(json.dumps(coeffs, indent=1, sort_keys=True) + "\n")
         area_model._load.cache_clear()
-        for name, info in coeffs["calibration_bounded"].items():
-            print(f"  {name} (bounded): synthesized / primitives = {info['factor']}")
+        print_bounded_calibration(coeffs)
     elif args.families and not args.check:
         names = args.families.split(",")
         unknown = [n for n in names if n not in primitives.DEFAULT_GRID]
@@ -370,15 +415,11 @@ def main(argv=None):
             print(f"  {fam:6s} {info['max_rel_error']:6.1%}  coeffs {info['coeffs']}")
         for name, info in coeffs["calibration"].items():
             print(f"  {name}: synthesized / primitives = {info['factor']}")
-        for name, info in coeffs["calibration_bounded"].items():
-            print(f"  {name} (bounded): synthesized / primitives = {info['factor']}")
         for unit, info in coeffs["units"].items():
             print(f"  {unit}: front end x {info['front']}, rest x {info['rest']} (fitted on "
                   f"{len(info['fitted_on'])} stage-{CALIBRATION_STAGES} configurations, "
                   f"worst {info['max_rel_error']:.1%})")
-            if "comb_align" in info:
-                print(f"  {unit}: term shifters fed combinationally x {info['comb_align']} "
-                      f"(fitted on {', '.join(info['comb_align_fitted_on'])})")
+        print_bounded_calibration(coeffs)
     worst = table.report_model_vs_synth(verbose=True)
     if args.plot:
         plot_model_vs_synth(args.plot)

@@ -57,7 +57,7 @@ from amaranth.lib.wiring import In, Out
 
 from .accum import NAN_WORD, AccumSpec, TermSpec, accum_layout, leading_zeros, round_to_word
 from .accum_split import E_BITS, SPLIT_GAP, AccVersusE, SplitSpec, SplitSum
-from .parts import Part, probe, within
+from .parts import Part, of_term, probe, within
 
 __all__ = ["BoundedSpec", "PreAdd", "JamPair", "Decode", "SwapAlign", "AddSub", "RoundAt",
            "BypassRound", "BoundedAdd", "PAIR_WINDOW"]
@@ -662,21 +662,25 @@ class BoundedAdd(wiring.Component):
         ``choose``; three or four), :class:`Decode` (``decode``), :class:`SwapAlign`
         (``align``), :class:`AddSub` (``addsub``),
         :class:`RoundAt` (``round``) and the special cases (``special``: two 8-bit
-        compares, two 32-bit choices) (:mod:`hwgen.parts`)."""
+        compares, two 32-bit choices) (:mod:`hwgen.parts`). What forms and normalizes the
+        loop's one term from the step, ahead of the loop (pre-add, pair, split and its
+        bypass word, decode), carries the term's name (:func:`hwgen.parts.of_term`)."""
         b = self._b
+        name = b.term.name
         out = []
         if b.pair_window is not None:
             bypass = [Part("cmp", (32,)), Part("mux", (2, b.sig + b.exp_bits + 2))]
-            out = within("pair", probe(JamPair(b)).parts()) + within("bypass", bypass)
+            out = (of_term(name, within("pair", probe(JamPair(b)).parts()))
+                   + within("bypass", bypass))
         elif b.split is not None:
             final = [Part("cmp", (32,)), Part("mux", (2, 32), 3)]
-            out = (within("split", probe(SplitSum(b.split)).parts())
-                   + within("bypass", probe(BypassRound(b.split)).parts())
+            out = (of_term(name, within("split", probe(SplitSum(b.split)).parts())
+                           + within("bypass", probe(BypassRound(b.split)).parts()))
                    + within("versus", probe(AccVersusE(b.split)).parts())
                    + within("choose", final))
         elif len(b.accum.terms) == 2:
-            out = within("preadd", probe(PreAdd(b)).parts())
-        return (out + within("decode", probe(Decode(b)).parts())
+            out = of_term(name, within("preadd", probe(PreAdd(b)).parts()))
+        return (out + of_term(name, within("decode", probe(Decode(b)).parts()))
                 + within("align", probe(SwapAlign(b)).parts())
                 + within("addsub", probe(AddSub(b)).parts())
                 + within("round", probe(RoundAt(b.window + 1, b.exp_bits)).parts())

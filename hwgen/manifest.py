@@ -37,8 +37,11 @@ Keys (sorted, 2-space indent, trailing newline; deterministic):
                   blocks (:mod:`hwgen.parts`): ``front`` (the front end's slice logic and
                   its sequencer), ``terms``, ``pipe.<register stage>`` (payload + valid
                   flops), ``accum.align``, ``accum.round``, ``accum.special``,
-                  ``accum.reg``. An accumulator alignment shifter of a term also has
-                  ``"term"`` (the term's name). An encoder
+                  ``accum.reg`` (the bounded back end's own: ``accum.preadd``,
+                  ``accum.pair``, ``accum.split``, ...). Accumulator logic that the step
+                  feeds ahead of the loop (a term's alignment shifter; the bounded back
+                  end's pre-add, pair, split and term decode) also has ``"term"`` (the
+                  name of the term it forms or aligns). An encoder
                   (:attr:`hwgen.encoder.EncoderUnit.structure`) has ``deserializer``, one
                   block per quantizer core stage and ``pipe.<register stage>``.
 """

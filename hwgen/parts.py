@@ -12,7 +12,7 @@ collects a unit's parts stage by stage into the manifest's ``structure`` section
 
 from dataclasses import dataclass, replace
 
-__all__ = ["Part", "probe", "times", "within", "entries"]
+__all__ = ["Part", "probe", "times", "within", "of_term", "entries"]
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,9 @@ class Part:
         Sub-block of the reporting block it belongs to (``""``: the block itself), e.g.
         ``"align"`` inside the accumulator.
     term : str
-        For an accumulator alignment shifter of a term: the term's name.
+        For accumulator logic that the step feeds before the accumulator loop (the full
+        window's alignment shifter of a term; the bounded back end's pre-add, pair, split
+        and term decode, which form and normalize the loop's one term): that term's name.
     """
 
     family: str
@@ -56,6 +58,11 @@ def times(parts, k):
 def within(sub, parts):
     """``parts`` of a sub-block ``sub`` (the reporting block's own parts)."""
     return [replace(p, sub=sub) for p in parts]
+
+
+def of_term(term, parts):
+    """``parts`` that form or align term ``term`` before the accumulator loop."""
+    return [replace(p, term=term) for p in parts]
 
 
 def entries(block, parts):

@@ -18,16 +18,17 @@ Calibrations measured by synthesis sit on top of the primitive costs, kept in th
 file: the accumulator's align and round blocks carry the ratio of a hierarchical synthesis
 of the accumulator to its primitive sum (``calibration``; for the bounded back end, whose
 blocks are narrower and differently shaped, ``calibration_bounded``, measured the same way
-on two reference bounded adders), and every unit carries two
-factors (``units``), one for its front end and one for the rest (accumulator and pipeline
-registers), fitted on that unit's stage-3 configurations only. They stand for what
-primitives synthesized one by one do not see in the flattened unit: logic optimized across
-component boundaries, and simpler cases of a primitive (an NVFP4 term enters the window at a
-fixed position, so most of its window adder is an incrementer). A single-stage unit (no
-register between front end and accumulator, :func:`is_comb_fed`) is one combinational cone
-and synthesizes larger than its parts; its term shifters carry the unit's ``comb_align``
-factor, fitted on the single-stage configurations with 16 and 32 lanes only. Every other
-configuration is held out and checks the fit.
+on one reference bounded adder of each kind, :func:`bounded_reference`), and every unit
+carries two factors (``units``), one for its front end and one for the rest (accumulator
+and pipeline registers), fitted on that unit's stage-3 configurations with the full window
+only. They stand for what primitives synthesized one by one do not see in the flattened
+unit: logic optimized across component boundaries, and simpler cases of a primitive (an
+NVFP4 term enters the window at a fixed position, so most of its window adder is an
+incrementer). A single-stage unit (no register between front end and accumulator,
+:func:`is_comb_fed`) is one combinational cone and synthesizes larger than its parts; the
+accumulator logic its step feeds ahead of the loop carries the unit's factor for its back
+end (:data:`COMB_TAGS`), fitted on the single-stage configurations with 16 and 32 lanes
+only. Every other configuration is held out and checks the fit.
 """
 
 import json
@@ -41,7 +42,7 @@ from hif4spec import REFERENCE_ACCUM
 __all__ = [
     "FEATURES", "COEFFS_PATH", "Component", "AreaEstimate", "load_coeffs",
     "component_cost", "features", "unit_inventory", "estimate_unit", "estimate_manifest",
-    "is_front_block", "is_comb_fed",
+    "is_front_block", "is_comb_fed", "bounded_reference", "COMB_TAGS",
 ]
 
 COEFFS_PATH = Path(__file__).with_name("area_coeffs.json")
@@ -125,8 +126,8 @@ class Component:
     family: str
     params: tuple
     count: float = 1
-    #: ``"comb_align"`` marks a term's alignment shifter fed combinationally by the front
-    #: end (single-stage units); its cost is multiplied by the unit's ``comb_align`` factor.
+    #: A :data:`COMB_TAGS` value marks accumulator logic fed combinationally by the front
+    #: end (single-stage units); its cost is multiplied by the unit's factor of that name.
     tag: str = ""
 
     def cost(self, coeffs=None):
@@ -155,16 +156,24 @@ class AreaEstimate:
     components: list
 
 
+#: Accumulator back end -> the unit factor (in ``units``) of its term logic when a
+#: single-stage unit feeds it combinationally: the full window's term alignment shifters,
+#: the bounded back end's pre-add, pair, split and term decode. The truncating back end has
+#: none.
+COMB_TAGS = {"window": "comb_align", "bounded": "comb_step"}
+
+
 def unit_inventory(manifest):
     """Component inventory (list of :class:`Component`) of the unit a manifest describes:
     its ``structure`` section, one component per entry; with :func:`is_comb_fed`, the
-    accumulator's term alignment shifters (entries with a ``"term"``) are tagged
-    ``"comb_align"``."""
+    accumulator logic the step feeds ahead of the loop (entries with a ``"term"``) is
+    tagged with its back end's :data:`COMB_TAGS` factor."""
     structure = manifest.get("structure")
     if not structure:
         raise ValueError(f"the manifest of {manifest.get('module', '?')} has no structure "
                          "section; regenerate it with `hif4 generate`")
-    tag = "comb_align" if is_comb_fed(manifest) else ""
+    accum = manifest.get("parameters", {}).get("accum", REFERENCE_ACCUM)
+    tag = COMB_TAGS.get(accum, "") if is_comb_fed(manifest) else ""
     return [Component(e["block"], e["family"], tuple(e["params"]), e["count"],
                       tag if e.get("term") else "") for e in structure]
 
@@ -177,6 +186,17 @@ def is_front_block(block):
 
 #: Accumulator back end -> the calibration of its blocks in the coefficients file.
 _CALIBRATION = {"window": "calibration", "bounded": "calibration_bounded"}
+
+
+def bounded_reference(blocks, calibration):
+    """The reference adder of ``calibration_bounded`` (``{reference: {block: info}}``) whose
+    blocks a bounded unit's accumulator calibrates on: the one with the most sub-blocks,
+    all of them among the unit's ``blocks`` (a pre-added, paired or split step has its
+    reference's own sub-block; a one-term step only the shared ones)."""
+    fits = [ref for ref, calib in calibration.items() if set(calib) <= set(blocks)]
+    if not fits:
+        raise ValueError(f"no reference bounded adder has only blocks of {sorted(blocks)}")
+    return max(fits, key=lambda ref: len(calibration[ref]))
 
 
 def _estimate(components, coeffs=None, unit=None, accum=REFERENCE_ACCUM):
@@ -193,6 +213,8 @@ def _estimate(components, coeffs=None, unit=None, accum=REFERENCE_ACCUM):
             ffs += int(comp.count * comp.params[0])
     # The truncating back end has no calibration of its own: its blocks count at 1.0.
     calib = coeffs.get(_CALIBRATION.get(accum, ""), {})
+    if accum == "bounded":
+        calib = calib[bounded_reference(blocks, calib)]
     blocks = {k: v * calib.get(k, {}).get("factor", 1.0) for k, v in sorted(blocks.items())}
     if unit_calib:
         blocks = {k: v * unit_calib["front" if is_front_block(k) else "rest"]

@@ -422,7 +422,8 @@ def synth_sweep(items, *, path=None, cluster=None, jobs=1, retries=2, progress=T
     (default ``sim/cost/synth_table.json``); returns the :class:`Report`.
 
     An item whose Verilog the table holds already (with blocks, for ``hierarchical``) is
-    skipped. Each result is merged into the file as it arrives
+    skipped, its entry given the item's manifest (:func:`sim.cost.table.refresh_manifests`).
+    Each result is merged into the file as it arrives
     (:func:`sim.cost.table.merge_into`), exactly as ``record_verilog`` merges it.
     ``checkpoint`` keeps each flat run's design after ``synth`` in the worker's
     ``cache_dir``, so a task stopped and run again there resumes.
@@ -431,6 +432,8 @@ def synth_sweep(items, *, path=None, cluster=None, jobs=1, retries=2, progress=T
 
     path = Path(path or table.TABLE_PATH)
     held = table.load_table(path)
+    table.refresh_manifests([(text, manifest) for _, text, manifest in items], held,
+                            path=path)
     report = Report()
     tasks = []
     options = {"hierarchical": hierarchical, "timeout": timeout, "backend": backend,

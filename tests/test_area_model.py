@@ -112,13 +112,18 @@ def test_unit_factors_fitted_on_stage_three_and_checked_on_the_rest():
         assert 0.75 <= info["front"] <= 1.35 and 0.75 <= info["rest"] <= 1.35, unit
         assert len(info["fitted_on"]) >= 3
         for name in info["fitted_on"]:
-            assert entries[name]["manifest"]["parameters"]["stages"] == 3, name
-            held_out.discard(name)
-        # the single-stage factor: fitted on single-stage entries, never the 64-lane ones
-        for name in info.get("comb_align_fitted_on", ()):
             params = entries[name]["manifest"]["parameters"]
-            assert params["stages"] == 1 and params["lanes"] < 64, name
+            assert params["stages"] == 3, name
+            assert params.get("accum", REFERENCE_ACCUM) == REFERENCE_ACCUM, name
             held_out.discard(name)
+        # the single-stage factors: fitted on single-stage entries of their back end,
+        # never the 64-lane ones
+        for accum, tag in area_model.COMB_TAGS.items():
+            for name in info.get(f"{tag}_fitted_on", ()):
+                params = entries[name]["manifest"]["parameters"]
+                assert params["stages"] == 1 and params["lanes"] < 64, name
+                assert params.get("accum", REFERENCE_ACCUM) == accum, name
+                held_out.discard(name)
     assert {entries[n]["manifest"]["parameters"]["stages"] for n in held_out} >= {1, 2, 4}
     for name in held_out:
         est = area_model.estimate_manifest(entries[name]["manifest"], coeffs=coeffs)
@@ -170,6 +175,58 @@ def test_single_stage_factor_scales_only_the_comb_fed_term_shifters():
     s2 = _manifest("mxfp4_dot_r24_s2_l16")
     assert (area_model.estimate_manifest(s2, coeffs=two).nand2
             == area_model.estimate_manifest(s2, coeffs=one).nand2)
+
+
+def test_bounded_single_stage_factor_scales_only_the_logic_ahead_of_the_loop():
+    """A single-stage bounded unit's pre-add, pair, split (with its bypass word) and term
+    decode carry the unit's ``comb_step`` factor; the loop's blocks and every block of a
+    unit with a register before the accumulator do not."""
+    coeffs = area_model.load_coeffs()
+    for unit in ("hif4", "mxfp4", "nvfp4"):
+        assert 1.0 <= coeffs["units"][unit]["comb_step"] <= 2.5, unit
+
+    def with_factor(f):
+        units = {u: {**info, "comb_step": f} for u, info in coeffs["units"].items()}
+        return {**coeffs, "units": units}
+
+    one, two = with_factor(1.0), with_factor(2.0)
+    ahead = {"hif4_dot_rdense_s1_l16_bnd": {"accum.preadd", "accum.decode"},
+             "mxfp4_dot_rnone_s1_l16_bnd": {"accum.pair", "accum.decode"},
+             "mxfp4_dot_r24_s1_l16_bnd": {"accum.split", "accum.bypass", "accum.decode"},
+             "nvfp4_dot_rnone_s1_l16_bnd": {"accum.decode"}}
+    for module, blocks in ahead.items():
+        s1 = _manifest(module)
+        tagged = [c for c in area_model.unit_inventory(s1) if c.tag == "comb_step"]
+        assert {c.block for c in tagged} == blocks, module
+        est1 = area_model.estimate_manifest(s1, coeffs=one)
+        est2 = area_model.estimate_manifest(s1, coeffs=two)
+        for block, value in est2.blocks.items():
+            assert value == pytest.approx(est1.blocks[block] * (2 if block in blocks else 1))
+        s2 = _manifest(module.replace("_s1_", "_s2_"))
+        assert not any(c.tag for c in area_model.unit_inventory(s2))
+        assert (area_model.estimate_manifest(s2, coeffs=two).nand2
+                == area_model.estimate_manifest(s2, coeffs=one).nand2)
+
+
+def test_bounded_blocks_calibrate_on_the_reference_adder_of_their_kind():
+    """Each bounded unit's accumulator takes the factors of the reference adder of its
+    kind (one term, pre-added, paired, split), each reference is some unit's, and a unit
+    whose blocks no reference covers is refused."""
+    calib = area_model.load_coeffs()["calibration_bounded"]
+    assert set(calib) == {"one", "preadd", "pair", "split"}
+    kinds = {}
+    for entry in _entries():
+        man = entry["manifest"]
+        if man["parameters"].get("accum") == "bounded":
+            blocks = {e["block"] for e in man["structure"]}
+            kinds[man["unit"], man["parameters"]["residual"]] = \
+                area_model.bounded_reference(blocks, calib)
+    assert kinds == {("hif4", "none"): "one", ("nvfp4", "none"): "one",
+                     ("hif4", "2:4"): "preadd", ("hif4", "dense"): "preadd",
+                     ("mxfp4", "none"): "pair", ("mxfp4", "2:4"): "split",
+                     ("mxfp4", "dense"): "split"}
+    with pytest.raises(ValueError, match="no reference bounded adder"):
+        area_model.bounded_reference({"front", "accum.round"}, calib)
 
 
 def test_model_answers_instantly():

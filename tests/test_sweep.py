@@ -47,6 +47,17 @@ def test_synth_sweep_merges_like_record_verilog_and_skips_on_rerun(tmp_path):
                               cache_dir=tmp_path / "cache")
     assert again.done == [] and sorted(again.skipped) == sorted(n for n, _, _ in items)
     assert path.read_bytes() == before
+    # a generator that now reports another manifest for the same Verilog: no synthesis,
+    # the entry takes the new manifest
+    name, text, manifest = items[0]
+    relabelled = {**manifest, "structure": [{"block": "x", "family": "add",
+                                             "params": [4], "count": 1}]}
+    third = sweep.synth_sweep([(name, text, relabelled)], path=path, progress=False,
+                              cache_dir=tmp_path / "cache")
+    assert third.done == [] and third.skipped == [name]
+    sha = synth.verilog_sha256(text)
+    now = table.load_table(path)[sha]
+    assert now == {**held[sha], "manifest": relabelled}
 
 
 def test_failing_task_is_retried_named_and_the_others_land(tmp_path, capsys):

@@ -119,9 +119,33 @@ def merge_into(path, sha, entry):
         save_table(on_disk, path)
 
 
+def refresh_manifests(items, table=None, *, path=TABLE_PATH):
+    """Give each Verilog text of ``items`` (``[(verilog_text, manifest), ...]``) that the
+    table holds already (by hash) its manifest, where the stored one differs: a generator
+    that reports its structure differently while its Verilog stays the same needs no
+    synthesis. Returns the names of the modules refreshed; ``table`` (if given) is updated
+    too."""
+    refreshed = []
+    with locked(path):
+        on_disk = load_table(path)
+        for text, manifest in items:
+            sha = synth.verilog_sha256(text)
+            core = _manifest_core(manifest)
+            if sha in on_disk and on_disk[sha]["manifest"] != core:
+                on_disk[sha]["manifest"] = core
+                refreshed.append(core["module"])
+                if table is not None and sha in table:
+                    table[sha]["manifest"] = core
+        if refreshed:
+            save_table(on_disk, path)
+    return refreshed
+
+
 def record_verilog(paths, table=None, *, jobs=1, progress=None, hierarchical=True,
                    path=TABLE_PATH, timeout=3600, backend=None, checkpoint=False):
     """Synthesize Verilog files (with manifests beside them) into the table; returns it.
+    The entries of those already there take the manifests beside them
+    (:func:`refresh_manifests`).
 
     Each result is merged into the file at ``path`` as soon as it is known (under a lock,
     re-reading the file first), so an interrupted run keeps what it finished and two runs
@@ -130,6 +154,9 @@ def record_verilog(paths, table=None, *, jobs=1, progress=None, hierarchical=Tru
     :class:`~sim.cost.synth.SynthError` names every such module.
     """
     table = load_table(path) if table is None else table
+    paths = [Path(p) for p in paths]
+    refresh_manifests([(p.read_text(), json.loads(p.with_suffix(".json").read_text()))
+                       for p in paths], table, path=path)
     todo = []
     for p in paths:
         p = Path(p)
@@ -277,12 +304,14 @@ def synthesize_sweep(*, jobs=1, progress=None, configs=None, hierarchical=False,
 def model_vs_synth(table=None, coeffs=None):
     """One row per table entry, by module name: ``(module, unit, synth_nand2, model_nand2,
     relative error, fitted)``; ``fitted`` is True for the entries the unit factors of the
-    area model (``fitted_on``, ``comb_align_fitted_on``) were fitted on."""
+    area model (``fitted_on`` and the single-stage factors' ``<tag>_fitted_on``,
+    ``area_model.COMB_TAGS``) were fitted on."""
     from sim import area_model
 
     table = load_table() if table is None else table
+    keys = ("fitted_on", *(f"{tag}_fitted_on" for tag in area_model.COMB_TAGS.values()))
     fitted = {name for info in (coeffs or area_model.load_coeffs()).get("units", {}).values()
-              for key in ("fitted_on", "comb_align_fitted_on") for name in info.get(key, ())}
+              for key in keys for name in info.get(key, ())}
     rows = []
     for entry in sorted(table.values(), key=lambda e: e["manifest"]["module"]):
         man = entry["manifest"]
