@@ -300,6 +300,7 @@ def plot_model_vs_synth(path):
     for unit, color in (("hif4", "tab:blue"), ("mxfp4", "tab:red"), ("nvfp4", "tab:green")):
         for fit, bnd, marker, label in ((True, False, "o", "fitted on"),
                                         (False, False, "x", "held out"),
+                                        (True, True, "s", "bounded, fitted on"),
                                         (False, True, "^", "bounded, held out")):
             pts = [(r[2] / 1e3, r[3] / 1e3) for r in rows if r[1] == unit and r[5] == fit
                    and r[0].endswith("_bnd") == bnd]
