@@ -230,8 +230,8 @@ def calibrate_comb_align(coeffs, tab=None, accums=tuple(area_model.COMB_TAGS)):
     Why: synthesized flat, a unit with no register between the front end and the
     accumulator is one long combinational cone, and it comes out larger than the same logic
     cut by a register: for MXFP4's window by about the cost of its term shifters again
-    (4.5k NAND2-eq with two terms, 10.6k to 11k with four), for the bounded units by 4-10%
-    of the unit. ``benchmarks/late_shift.py`` shows a shifter fed late by an adder tree
+    (4.5k NAND2-eq with two terms, 10.6k to 11k with four), for the bounded units by up
+    to 10% of the unit. ``benchmarks/late_shift.py`` shows a shifter fed late by an adder tree
     costs 0.06x to 0.3x more on its own, so only part of the effect sits in the tagged
     logic; the factor is a calibration on where it scales, not a model of its cause.
 

@@ -153,7 +153,7 @@ def test_bounded_grid_lacks_only_known_units():
              and (c[0] == "hif4" or (c[0] == "mxfp4" and c[3] == 64))]
     assert missing == known, sorted(set(missing) - set(known))
     assert ("mxfp4", "2:4", 3, 64) not in missing
-    assert len(missing) <= 4 + 2
+    assert len(missing) <= 3 + 2
 
 
 def test_grid_summary_counts_what_missing_configs_lacks():
