@@ -54,13 +54,7 @@ sys.path.insert(0, str(ROOT))
 from hif4spec import DEFAULTS, EXACT_ACCUMS, REFERENCE_ACCUM, unit_spec  # noqa: E402
 from sim import area_model  # noqa: E402
 from sim.cost import primitives, synth, table  # noqa: E402
-
-
-def progress(done, total, what):
-    width = 30
-    filled = int(width * done / max(total, 1))
-    print(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {what:<40.40}",
-          end="" if done < total else "\n", file=sys.stderr, flush=True)
+from sim.progress import Reporter  # noqa: E402
 
 
 def fit_primitives(grid=None):
@@ -69,12 +63,14 @@ def fit_primitives(grid=None):
     grid = grid or primitives.DEFAULT_GRID
     items = [(fam, p) for fam, ps in grid.items() for p in ps]
     data = {}
+    progress = Reporter("primitives", unit="module")
     for idx, (fam, params) in enumerate(items):
         progress(idx, len(items), f"{fam}{params}")
         top, text = primitives.primitive_verilog(fam, params)
         res = synth.synthesize_text(text, top)
         data.setdefault(fam, []).append((list(params), res.nand2, res.longest_path))
     progress(len(items), len(items), "primitives")
+    progress.close()
     families = {}
     for fam, rows in data.items():
         X = np.array([area_model.features(fam, p) for p, _, _ in rows])
@@ -373,12 +369,15 @@ def main(argv=None):
         for name, message in report.failed.items():
             print(f"warning: {name} not synthesized: {message}", file=sys.stderr)
     elif args.units:
+        progress = Reporter("units", unit="unit")
         try:
             table.synthesize_sweep(jobs=args.jobs, progress=progress, hierarchical=args.blocks,
                                    timeout=args.timeout, checkpoint=args.checkpoint,
                                    accum=args.accum)
         except synth.SynthError as exc:
             print(f"warning: {exc}", file=sys.stderr)
+        finally:
+            progress.close()
     if args.bounded and not args.check:
         coeffs = json.loads(area_model.COEFFS_PATH.read_text())
         coeffs["calibration_bounded"] = calibrate_bounded(coeffs["families"])

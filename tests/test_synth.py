@@ -342,6 +342,44 @@ def test_record_keeps_going_past_a_failed_module(tmp_path):
     assert sorted(lines) == ["FAILED bad", top]
 
 
+def test_record_reports_running_modules_while_none_finishes(tmp_path, monkeypatch):
+    """A module that takes longer than the heartbeat is not silent: the progress callback
+    hears, before it finishes, which modules run and for how long, without any count
+    moving; then the finished module by name."""
+    import threading
+    import time
+
+    for name in ("slow", "quick"):
+        top, text = primitives.primitive_verilog("mul", (2, 3) if name == "slow" else (2, 2))
+        (tmp_path / f"{name}.v").write_text(text)
+        (tmp_path / f"{name}.json").write_text(json.dumps({"module": name, "unit": "test"}))
+    release = threading.Event()
+
+    def entry_for(p, **kwargs):
+        if p.stem == "slow":
+            assert release.wait(10)
+        return p.stem, {"manifest": {"module": p.stem}, "nand2": 1.0}
+
+    calls = []
+
+    def progress(done, total, what):
+        calls.append((done, total, what))
+        if sum(what.startswith("slow ") for _, _, what in calls) == 3:
+            release.set()
+    monkeypatch.setattr(table, "entry_for", entry_for)
+    monkeypatch.setattr(table, "HEARTBEAT_S", 0.05)
+    start = time.monotonic()
+    table.record_verilog([tmp_path / "slow.v", tmp_path / "quick.v"], {}, jobs=2,
+                         hierarchical=False, path=tmp_path / "t.json", progress=progress)
+    assert time.monotonic() - start < 10
+    assert calls[-1] == (2, 2, "slow")
+    beats = calls[calls.index((1, 2, "quick")) + 1:-1]     # quick is in, slow runs
+    assert len(beats) >= 3
+    for done, total, what in beats:
+        assert (done, total) == (1, 2)
+        assert re.fullmatch(r"slow \d+:\d\d:\d\d", what), what
+
+
 def test_record_refreshes_a_stale_manifest_without_synthesis(tmp_path, monkeypatch):
     """A Verilog text the table holds already, whose generator now reports another
     manifest, takes the new manifest and keeps its synthesized figures; nothing is

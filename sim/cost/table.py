@@ -18,10 +18,12 @@ import fcntl
 import json
 import os
 import tempfile
-from concurrent.futures import ThreadPoolExecutor, as_completed
+import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..progress import LOG_INTERVAL_S
 from . import synth
 
 __all__ = ["TABLE_PATH", "load_table", "save_table", "lookup", "entry_for", "entry_for_text",
@@ -31,6 +33,8 @@ __all__ = ["TABLE_PATH", "load_table", "save_table", "lookup", "entry_for", "ent
 
 TABLE_PATH = Path(__file__).with_name("synth_table.json")
 ROOT = Path(__file__).resolve().parents[2]
+#: Seconds between two progress reports while no module finishes (one can take hours).
+HEARTBEAT_S = LOG_INTERVAL_S
 
 
 def load_table(path=TABLE_PATH):
@@ -152,6 +156,10 @@ def record_verilog(paths, table=None, *, jobs=1, progress=None, hierarchical=Tru
     on different configurations can share the table. A module whose synthesis fails or
     takes longer than ``timeout`` seconds does not stop the others; once they are done,
     :class:`~sim.cost.synth.SynthError` names every such module.
+
+    ``progress(done, total, what)`` is called when a module finishes (``what`` its name)
+    and, while none does, every :data:`HEARTBEAT_S` seconds with the modules running and
+    how long each has run, so that a run of hours is never silent.
     """
     table = load_table(path) if table is None else table
     paths = [Path(p) for p in paths]
@@ -162,8 +170,10 @@ def record_verilog(paths, table=None, *, jobs=1, progress=None, hierarchical=Tru
         p = Path(p)
         if needs_synthesis(table, synth.verilog_sha256(p.read_text()), hierarchical):
             todo.append(p)
+    started = {}
 
     def work(p):
+        started[p] = time.monotonic()
         p = Path(p).resolve()
         source = str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else p.name
         if source.startswith("build/"):
@@ -172,24 +182,44 @@ def record_verilog(paths, table=None, *, jobs=1, progress=None, hierarchical=Tru
                          backend=backend, checkpoint=checkpoint)
 
     failed = []
+    done = 0
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         futures = {pool.submit(work, p): p for p in todo}
-        for done, future in enumerate(as_completed(futures), 1):
-            try:
-                sha, entry = future.result()
-            except synth.SynthError as exc:
-                failed.append(f"{futures[future].stem} ({str(exc).splitlines()[0]})")
+        pending = set(futures)
+        while pending:
+            finished, pending = wait(pending, timeout=HEARTBEAT_S, return_when=FIRST_COMPLETED)
+            if not finished and progress:
+                progress(done, len(todo), _running(futures, pending, started))
+            for future in finished:
+                done += 1
+                try:
+                    sha, entry = future.result()
+                except synth.SynthError as exc:
+                    failed.append(f"{futures[future].stem} ({str(exc).splitlines()[0]})")
+                    if progress:
+                        progress(done, len(todo), f"FAILED {futures[future].stem}")
+                    continue
+                _merge_entry(table, sha, entry)
+                merge_into(path, sha, entry)
                 if progress:
-                    progress(done, len(todo), f"FAILED {futures[future].stem}")
-                continue
-            _merge_entry(table, sha, entry)
-            merge_into(path, sha, entry)
-            if progress:
-                progress(done, len(todo), entry["manifest"].get("module", "?"))
+                    progress(done, len(todo), entry["manifest"].get("module", "?"))
     if failed:
         raise synth.SynthError(f"{len(failed)} of {len(todo)} modules not synthesized: "
                                + "; ".join(failed))
     return table
+
+
+def _running(futures, pending, started):
+    """``"NAME H:MM:SS, ..."``: the modules being synthesized and how long each has run."""
+    now = time.monotonic()
+    parts = []
+    for future in sorted(pending, key=lambda f: futures[f].name):
+        begun = started.get(futures[future])
+        if begun is not None and not future.done():
+            secs = int(now - begun)
+            parts.append(f"{futures[future].stem} {secs // 3600}:{secs // 60 % 60:02d}:"
+                         f"{secs % 60:02d}")
+    return ", ".join(parts) or "starting"
 
 
 def record_depths(paths, *, progress=None, path=TABLE_PATH, timeout=3600, backend=None):
