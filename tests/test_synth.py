@@ -141,19 +141,19 @@ def test_synthesis_table_covers_every_configuration():
 
 def test_bounded_grid_lacks_only_known_units():
     """The bounded back end's grid (84 configurations, ``--units --accum bounded``) is in
-    the table but for single-stage units with a residual and 64 lanes of HiF4 and MXFP4
-    (one combinational cone each: hours each in ABC), which ABC has not finished yet
+    the table but for single-stage units with the dense residual and 64 lanes of HiF4 and
+    MXFP4 (one combinational cone each: hours each in ABC), which ABC has not finished yet
     (docs/results.md); the bound below only ever tightens."""
     tab = table.load_table()
     grid = table.sweep_configs("bounded")
     assert len(grid) == 84 and {r for u, r, *_ in grid if u == "mxfp4"} == {"none", "2:4",
                                                                               "dense"}
     missing = table.missing_configs(tab, "bounded")
-    known = [c for c in missing if c[2] == 1 and c[1] != "none" and c[3] == 64
+    known = [c for c in missing if c[2] == 1 and c[1] == "dense" and c[3] == 64
              and c[0] in ("hif4", "mxfp4")]
     assert missing == known, sorted(set(missing) - set(known))
-    assert ("mxfp4", "2:4", 3, 64) not in missing
-    assert len(missing) <= 1 + 2
+    assert ("mxfp4", "2:4", 1, 64) not in missing
+    assert len(missing) <= 2
 
 
 def test_grid_summary_counts_what_missing_configs_lacks():
@@ -194,6 +194,13 @@ def test_results_doc_quotes_the_grid_summary():
         assert line in doc.splitlines(), f"docs/results.md lacks {line}"
         rows += 1
     assert rows == 14
+    # and the prose of both documents counts the bounded grid's configurations the same way
+    have = sum(h for _, accum, _, h, *_ in table.grid_summary() if accum == "bounded")
+    total = len(table.sweep_configs("bounded"))
+    for name in ("README.md", "docs/results.md"):
+        text = " ".join((Path(__file__).parents[1] / name).read_text().split())
+        counts = re.findall(rf"(\d+) of (?:the|its) {total} configurations", text)
+        assert counts and set(counts) == {str(have)}, (name, counts, have)
 
 
 def test_synthesis_table_holds_the_checked_in_verilog():
