@@ -182,10 +182,12 @@ def test_results_doc_quotes_the_grid_summary():
     """docs/results.md's per-unit tables of the two grids say what ``grid_summary`` says
     of the checked-in table: how many configurations are synthesized, the worst error and
     where (a unit landed without its row updated once left "10 of 12" there)."""
-    doc = (Path(__file__).parents[1] / "docs" / "results.md").read_text()
+    root = Path(__file__).parents[1]
+    doc = (root / "docs" / "results.md").read_text()
     names = {"hif4": "HiF4", "mxfp4": "MXFP4", "nvfp4": "NVFP4"}
+    summary = table.grid_summary()
     rows = 0
-    for unit, accum, residual, have, total, worst in table.grid_summary():
+    for unit, accum, residual, have, total, worst in summary:
         label = names[unit] + ("" if accum == "window" else f", {accum}")
         cells = [label, residual, f"{have} of {total}"]
         if worst is not None:
@@ -195,10 +197,10 @@ def test_results_doc_quotes_the_grid_summary():
         rows += 1
     assert rows == 14
     # and the prose of both documents counts the bounded grid's configurations the same way
-    have = sum(h for _, accum, _, h, *_ in table.grid_summary() if accum == "bounded")
+    have = sum(h for _, accum, _, h, *_ in summary if accum == "bounded")
     total = len(table.sweep_configs("bounded"))
     for name in ("README.md", "docs/results.md"):
-        text = " ".join((Path(__file__).parents[1] / name).read_text().split())
+        text = " ".join((root / name).read_text().split())
         counts = re.findall(rf"(\d+) of (?:the|its) {total} configurations", text)
         assert counts and set(counts) == {str(have)}, (name, counts, have)
 
