@@ -54,6 +54,12 @@ def test_minilm_on_truncating_units(tmp_path, capsys, monkeypatch):
         cos[gemm] = json.loads(out.read_text())["rows"][0]["cos_mean"]
     assert 0.8 < cos["trunc"] < 0.999
     assert abs(cos["trunc"] - cos["bit-true"]) < 1e-4
+    # the run's --gemm was the default of its own layers only: a layer made after it, in
+    # the same process, gets the fake GEMM again (a leaked "trunc" once sent other tests'
+    # layers through the truncating unit)
+    from torch import nn
+    from sim.rl.qlinear import QuantLinear
+    assert QuantLinear(nn.Linear(64, 2)).gemm == "fake"
     with pytest.raises(SystemExit) as exc:          # argparse's choices: exit 2, one line
         main(["numerics", "--gemm", "exact"])
     assert exc.value.code == 2

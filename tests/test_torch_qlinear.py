@@ -19,8 +19,8 @@ from torch import nn                                 # noqa: E402
 
 from sim.formats import fake_quantize as golden_fq   # noqa: E402
 from sim.formats.resq import resq as golden_resq     # noqa: E402
-from sim.rl.qlinear import (Precision, QuantLinear, convert_linears, gather_stats,  # noqa: E402
-                            set_collect_stats, set_mode)
+from sim.rl.qlinear import (Precision, QuantLinear, convert_linears, default_gemm,  # noqa: E402
+                            gather_stats, set_collect_stats, set_mode)
 
 
 def fq(t, fmt, axis):
@@ -160,3 +160,20 @@ def test_precision_validation():
     with pytest.raises(ValueError, match="ResQ mode must be one of"):
         Precision(act="hif4", resq="1:2")
     assert Precision.uniform("hif4") == Precision("hif4", "hif4", "hif4")
+
+
+def test_default_gemm_is_scoped():
+    """``default_gemm`` sets the GEMM of layers made inside its block and restores the
+    previous default when the block ends, also by an exception; layers keep their own."""
+    lin = nn.Linear(64, 2)
+    assert QuantLinear(lin).gemm == "fake"
+    with default_gemm("trunc"):
+        inside = QuantLinear(lin)
+        with pytest.raises(RuntimeError), default_gemm("bit-true"):
+            assert QuantLinear(lin).gemm == "bit-true"
+            raise RuntimeError
+        assert QuantLinear(lin).gemm == "trunc"
+    assert inside.gemm == "trunc" and QuantLinear(lin).gemm == "fake"
+    with pytest.raises(ValueError, match="gemm must be one of"), default_gemm("exact"):
+        pass
+    assert QuantLinear(lin).gemm == "fake"

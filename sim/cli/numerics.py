@@ -64,7 +64,6 @@ def register(subparsers):
 
 
 def run(args):
-    import json
     import os
 
     formats = parse_choice_list(args.formats, FP4_FORMATS, "format")
@@ -102,13 +101,18 @@ def run(args):
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
     torch.set_num_threads(args.threads)
+    from sim.rl.qlinear import default_gemm
+
+    with default_gemm(args.gemm):
+        if args.model == "smollm2":
+            return _run_smollm2(args, formats, modes, references, settings)
+        return _run_minilm(args, formats, modes, references)
+
+
+def _run_minilm(args, formats, modes, references):
+    import json
+
     from sim.progress import Reporter
-    from sim.rl.qlinear import set_gemm
-
-    set_gemm(None, args.gemm)
-
-    if args.model == "smollm2":
-        return _run_smollm2(args, formats, modes, references, settings)
     from sim.rl import minilm
 
     report = Reporter("hif4 numerics", enabled=not args.quiet, unit="config")

@@ -24,6 +24,7 @@ path's. ``gemm="trunc"`` is the same with units whose accumulator truncates
 how far such hardware drifts from the exact units.
 """
 
+import contextlib
 import dataclasses
 
 import torch
@@ -36,7 +37,7 @@ from .torch_quant import FORMATS, RESQ_MODES, quantize_tensor, resq_parts, to_nu
 
 __all__ = [
     "Precision", "QuantLinear", "convert_linears", "set_mode", "set_collect_stats",
-    "reset_stats", "gather_stats", "default_layer_type", "GEMMS", "set_gemm",
+    "reset_stats", "gather_stats", "default_layer_type", "GEMMS", "set_gemm", "default_gemm",
 ]
 
 
@@ -373,6 +374,19 @@ def set_gemm(model=None, gemm="fake"):
     for layer in _quant_layers(model):
         layer.gemm = gemm
     return model
+
+
+@contextlib.contextmanager
+def default_gemm(gemm):
+    """QuantLinears made inside the ``with`` block take forward GEMM ``gemm``; the default
+    before the block is restored when it ends, however it ends, so one run (``hif4
+    numerics --gemm trunc`` called in-process) does not change the layers of the next."""
+    previous = _default_gemm
+    set_gemm(None, gemm)
+    try:
+        yield
+    finally:
+        set_gemm(None, previous)
 
 
 def set_collect_stats(model, flag=True):
