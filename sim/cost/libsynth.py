@@ -174,7 +174,8 @@ def synthesize_liberty(text, top=None, *, manifest=None, liberty=None, lib=None,
     backend = backend or default_backend()
     script_text = flow_script(top, lib, script, clock_ps)
     sha = synth.verilog_sha256(text)
-    key = _key(sha, top, lib, "|".join((script_text, ",".join(loops or ("-",)), backend)))
+    loop_tag = "-" if loops is None else (",".join(loops) or "none")
+    key = _key(sha, top, lib, "|".join((script_text, loop_tag, backend)))
     folder = Path(cache_dir, key) if cache_dir is not None else None
     if folder is not None and (folder / "result.json").is_file():
         try:
@@ -203,7 +204,8 @@ def synthesize_liberty(text, top=None, *, manifest=None, liberty=None, lib=None,
         leakage = sum(lib.cells[t].leakage * n for t, n in counts.items() if t in lib.cells)
         flops = sum(n for t, n in counts.items()
                     if t in lib.cells and lib.cells[t].ff is not None)
-        loop_ffs = None if loops is None else _cells_of_modules(text, netlist, top, loops)
+        loop_ffs = (None if loops is None else
+                    _cells_of_modules(text, netlist, top, loops) if loops else set())
         timing = analyze(netlist, lib, top, loop_ffs=loop_ffs).to_json()
         stime = _STIME.findall(out or "")
         result = LibSynthResult(
@@ -223,14 +225,16 @@ def synthesize_liberty(text, top=None, *, manifest=None, liberty=None, lib=None,
 
 
 def loop_modules(manifest):
-    """The Verilog modules whose flip-flops are a dot unit's accumulator loop: the
-    manifest's ``accumulator`` stages (``<module>.<stage>``, submodules included); None
-    without a manifest or for a unit without one (encoders)."""
-    if not manifest or manifest.get("kind") != "dot":
+    """The Verilog modules whose flip-flops are a unit's accumulator loop: the manifest's
+    ``accumulator`` stages (``<module>.<stage>``, submodules included); ``()`` for a unit
+    without one (an encoder: a feed-forward pipeline, whose only feedback is the stall
+    hold of its registers); None without a manifest (then :func:`sim.cost.sta.analyze`
+    takes the flip-flops on a feedback cycle)."""
+    if not manifest:
         return None
     stages = [st["stage"] for st in manifest.get("timing", {}).get("pipeline", ())
               if st.get("kind") == "accumulator"]
-    return tuple(f"{manifest['module']}.{st}" for st in stages) or None
+    return tuple(f"{manifest['module']}.{st}" for st in stages)
 
 
 _MODULE = re.compile(r"^\s*module\s+\\?([^\s(;]+)", re.M)
