@@ -29,7 +29,9 @@ Three sweeps are built on it here:
   energy table (:data:`ENERGY_TABLE`, merged by :func:`merge_verify` as well).
 
 The RL precision matrix runs its warm-ups and GRPO runs through :func:`run_tasks` too
-(:func:`sim.rl.grpo.run_experiment`).
+(:func:`sim.rl.grpo.run_experiment`), and so does the iso-frequency sweep, each liberty-flow
+synthesis a ``synth`` task (:func:`sim.cost.isofreq.isofreq_sweep`, ``hif4 sweep
+isofreq``).
 """
 
 import contextlib

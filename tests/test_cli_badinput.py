@@ -44,6 +44,7 @@ OUTPUTS = {
     ("sweep", "--cache-dir"): ("folder", "cache"),
     ("sweep", "--build-dir"): ("folder", "build"),
     ("sweep", "--json"): ("file", "out.json"),
+    ("sweep", "--plot"): ("file", "out.png"),
 }
 
 # The rest of a command line that is otherwise good (GOOD is the input .npy).
@@ -63,6 +64,7 @@ BASE_FOR = {
     ("sweep", "--build-dir"): ["sweep", "verify", "--unit", "nvfp4", "--residual", "none",
                                "--stages", "3", "--lanes", "16"],
     ("sweep", "--json"): ["sweep", "rl", "--quick", "--quiet"],
+    ("sweep", "--plot"): ["sweep", "isofreq", "--unit", "nvfp4", "--lanes", "16"],
     ("estimate", "--energy-plot"): ["estimate", "--energy"],
 }
 
@@ -290,6 +292,19 @@ def _bad_values(tmp_path):
                                    "--jobs must be 1 to 256"),
         "estimate energy of encoders": (["estimate", "--energy", "--unit", "hif4_quant"],
                                         "dot-product units"),
+        "estimate clock": (["estimate", "--liberty", "--clock", "fast"], "--clock"),
+        "estimate clock zero": (["estimate", "--liberty", "--clock", "0MHz"], "--clock"),
+        "estimate clock without liberty": (["estimate", "--clock", "200MHz"],
+                                           "applies with --liberty"),
+        "estimate missing liberty": (["estimate", "--liberty", tmp_path / "no.lib"],
+                                     "--liberty"),
+        "estimate liberty not liberty": (["estimate", "--liberty", text], "--liberty"),
+        "sweep isofreq clocks": (["sweep", "isofreq", "--clocks", "5ns,fast"], "--clocks"),
+        "sweep isofreq lanes": (["sweep", "isofreq", "--lanes", "16,64"], "one --lanes"),
+        "sweep isofreq liberty": (["sweep", "isofreq", "--liberty", tmp_path / "no.lib"],
+                                  "hif4 sweep"),
+        "sweep clocks of synth": (["sweep", "synth", "--all", "--clocks", "5ns"],
+                                  "applies to sweep isofreq"),
         # simulate
         "simulate no gemm": (["simulate", "--unit", "hif4"], "--gemm"),
         "simulate gemm shape": (["simulate", "--unit", "hif4", "--gemm", "4x64"],

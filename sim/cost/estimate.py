@@ -122,7 +122,7 @@ def _rel(path):
 def estimate_rows(units, residuals, *, stages=None, lanes=None, accum=None,
                   gemm=(256, 2048, 256),
                   array=(4, 4), freq_ghz=1.0, bandwidth=math.inf, synth=False, rtl_dir=RTL_DIR,
-                  manifests=None, progress=None, synth_backend=None):
+                  manifests=None, progress=None, synth_backend=None, liberty=None):
     """One dict per (unit, residual) configuration; see ``hif4 estimate --help``.
 
     The pairs are ``units`` x ``residuals`` less those a unit does not accept
@@ -136,6 +136,12 @@ def estimate_rows(units, residuals, *, stages=None, lanes=None, accum=None,
     no pair is left or a pair has no module or several, and
     :class:`~sim.cost.synth.SynthError` when ``synth`` needs a Yosys run (a module not in the
     table) that fails; ``synth_backend`` picks the Yosys build for such runs.
+
+    ``liberty`` (a dict ``{"lib": Library, "clock_ps": period or None}``) also maps each
+    module to that standard-cell library (:func:`sim.cost.libfigures.liberty_figures`, the
+    ``liberty`` key of its row); a dot unit's throughput columns are then at the clock it
+    meets (the one asked for, or the fastest it runs at), its ``freq_ghz``, instead of
+    ``freq_ghz``.
     """
     from hif4spec import residuals_of, unit_spec
 
@@ -178,7 +184,7 @@ def estimate_rows(units, residuals, *, stages=None, lanes=None, accum=None,
             progress(idx, len(todo), manifest["module"])
         rows[manifest["module"]] = _row(verilog, manifest, tab, gemm=gemm, array=array,
                                         freq_ghz=freq_ghz, bandwidth=bandwidth, synth=synth,
-                                        synth_backend=synth_backend)
+                                        synth_backend=synth_backend, liberty=liberty)
     if progress:
         progress(len(todo), len(todo), "done")
     out = []
@@ -269,7 +275,8 @@ def _synth_table():
     return table_mod.load_table()
 
 
-def _row(verilog, manifest, tab, *, gemm, array, freq_ghz, bandwidth, synth, synth_backend):
+def _row(verilog, manifest, tab, *, gemm, array, freq_ghz, bandwidth, synth, synth_backend,
+         liberty=None):
     """The figures of one module (without the ratio columns)."""
     from hif4spec import STEP_ELEMS, unit_spec
     from sim import area_model
@@ -294,6 +301,13 @@ def _row(verilog, manifest, tab, *, gemm, array, freq_ghz, bandwidth, synth, syn
     if depth is None and synth and unit_spec(unit).kind == "dot":
         from sim.cost.depth import unit_depths
         depth = unit_depths(Path(verilog).read_text(), manifest, backend=synth_backend)
+    lib_row = None
+    if liberty is not None:
+        from sim.cost.libfigures import liberty_figures
+
+        lib_row = liberty_figures(verilog, manifest, liberty["lib"], liberty.get("clock_ps"),
+                                  backend=synth_backend)
+        freq_ghz = lib_row["freq_mhz"] / 1e3
     if unit_spec(unit).kind == "encoder":
         per_cycle = STEP_ELEMS / timing.ii
         area = area_synth if area_synth is not None else est.nand2
@@ -306,6 +320,7 @@ def _row(verilog, manifest, tab, *, gemm, array, freq_ghz, bandwidth, synth, syn
             "area_model_nand2": round(est.nand2, 1), "area_synth_nand2": area_synth,
             "area_blocks_model": {k2: round(v, 1) for k2, v in est.blocks.items()},
             "area_per_element_nand2": area / per_cycle, "longest_path": longest,
+            **({"liberty": lib_row} if lib_row else {}),
         }
     rep = simulate_gemm(unit, m, k, n, residual=par["residual"], array=array,
                         bandwidth=bandwidth, timing=timing, compute=False)
@@ -332,6 +347,9 @@ def _row(verilog, manifest, tab, *, gemm, array, freq_ghz, bandwidth, synth, syn
         "bits_per_mac": 8 * rep.bytes_moved / rep.macs,
         "bytes_moved": rep.bytes_moved,
         "stall_cycles": rep.stall_cycles,
+        "freq_ghz": freq_ghz,
+        "freq_source": "assumed" if lib_row is None else "liberty",
+        **({"liberty": lib_row} if lib_row else {}),
     }
 
 
@@ -368,9 +386,12 @@ def _format_encoders(rows):
 
 
 def _format_dot(rows, freq_ghz):
+    measured = any(r.get("freq_source") == "liberty" for r in rows)
+    # the frequency is an assumption unless the liberty flow timed each unit
+    tops = "TOPS@clock" if measured else f"TOPS@{freq_ghz:g}GHz(assumed)"
     head = ["unit", "residual", "accum", "area model", "area synth", "NAND2/MAC", "path",
             "loop", "ff", "MAC/cyc",
-            "GEMM cycles", f"TOPS@{freq_ghz:g}GHz", "TOPS/MNAND2", "bits/MAC", "vs MXFP4",
+            "GEMM cycles", tops, "TOPS/MNAND2", "bits/MAC", "vs MXFP4",
             "vs NVFP4"]
     lines = []
     for r in rows:
@@ -391,7 +412,10 @@ def _format_dot(rows, freq_ghz):
     out.append("area = NAND2 equivalents of one unit (synthesis when given, else model); "
                "path = longest register-to-register path in cells; loop = the accumulator's "
                "register-to-register loop, ff = the longest path outside it (synthesized "
-               "stage by stage; - where not measured); vs = area per MAC ratio")
+               "stage by stage; - where not measured); vs = area per MAC ratio; "
+               + ("TOPS@clock: at the clock each unit meets in the liberty flow (table below)"
+                  if measured else f"TOPS at an assumed {freq_ghz:g} GHz clock (--freq-ghz; "
+                  "the liberty flow, --liberty --clock, times the units)"))
     return "\n".join(out)
 
 
