@@ -144,6 +144,8 @@ def test_estimate_liberty_clock(small_unit, capsys):
     r = rows[0]
     lf = r["liberty"]
     assert lf["clock_ps"] == pytest.approx(10000) and lf["script"] == "delay"
+    # ABC was given the clock, or (where that run missed it) no target at all
+    assert lf["target_ps"] in (10000, None)
     assert lf["area_um2"] > 0 and lf["leakage_nw"] > 0 and lf["flip_flops"] > 0
     assert 0 < lf["loop_ps"] <= lf["critical_ps"] and lf["feed_forward_ps"] > 0
     assert lf["critical_fo4"] == pytest.approx(lf["critical_ps"] / lf["fo4_ps"])
@@ -160,6 +162,27 @@ def test_estimate_liberty_clock(small_unit, capsys):
                  "--clock", "10ns"]) == 0
     out = capsys.readouterr().out
     assert "TOPS@clock" in out and "critical ps (FO4)" in out and "FreePDK45" in out
+
+
+def test_estimate_liberty_clock_missed(small_unit, capsys):
+    """A clock the unit cannot meet: the run with it as ABC's target misses, the unit is
+    mapped again without a target, and the faster run is reported at its own clock."""
+    from sim.cost.libfigures import run_record, synthesize_unit
+    from sim.cost.liberty import load_library
+
+    capsys.readouterr()
+    assert main(["estimate", "--unit", "nvfp4", "--rtl-dir", str(small_unit), "--liberty",
+                 "--clock", "1GHz", "--json"]) == 0
+    (r,) = json.loads(capsys.readouterr().out)
+    lf = r["liberty"]
+    assert lf["meets"] is False and lf["clock_ps"] == pytest.approx(1000)
+    assert lf["freq_mhz"] == pytest.approx(1e6 / lf["critical_ps"])
+    verilog = Path(r["verilog"])
+    manifest = json.loads(verilog.with_suffix(".json").read_text())
+    runs = [run_record(synthesize_unit(verilog.read_text(), manifest, load_library(), "delay",
+                                       target, None), manifest) for target in (1000.0, None)]
+    assert lf["critical_ps"] == min(x["critical_ps"] for x in runs)
+    assert lf["target_ps"] == min(runs, key=lambda x: x["critical_ps"])["target_ps"]
 
 
 def test_estimate_liberty_energy(small_unit, capsys):
@@ -182,7 +205,7 @@ def test_estimate_liberty_energy(small_unit, capsys):
     assert e["pj_per_mac"] == pytest.approx(e["data_pj_per_mac"] + e["clock_pj_per_mac"]
                                             + e["leakage_pj_per_mac"])
     want = measure_liberty_file(Path(r["verilog"]), clock_ps=period, lib=load_library(),
-                                stimulus="gaussian", steps=40, synth_clock_ps=10000)
+                                stimulus="gaussian", steps=40, synth_clock_ps=lf["target_ps"])
     assert e["pj_per_mac"] == want["pj_per_mac"]
     assert want["area_um2"] == lf["area_um2"]          # the same mapping
     # the NAND2-eq energy is still there, and the text table shows the pJ column

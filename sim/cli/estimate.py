@@ -316,8 +316,8 @@ def _liberty_energy(rows, liberty, stimuli, steps):
         manifest = json.loads(Path(r["verilog"]).with_suffix(".json").read_text())
         figures = measure_liberty_stimuli(Path(r["verilog"]).read_text(), manifest, stimuli,
                                           lib=liberty["lib"], clock_ps=1e6 / lf["freq_mhz"],
-                                          steps=steps, script="delay",
-                                          synth_clock_ps=liberty["clock_ps"])
+                                          steps=steps, script=lf["script"],
+                                          synth_clock_ps=lf["target_ps"])
         lf["energy"] = {s: {key: f[key] for key in ("pj_per_mac", "data_pj_per_mac",
                                                      "clock_pj_per_mac", "leakage_pj_per_mac",
                                                      "clock_ps", "voltage", "checked_words")}

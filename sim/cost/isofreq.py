@@ -536,12 +536,13 @@ def format_liberty_rows(rows, lib_note=""):
                       f"{lf['leakage_nw'] / 1e3:.1f}",
                       "-" if lf["clock_ps"] is None else f"{lf['clock_ps']:.0f}",
                       {None: "-", True: "yes", False: "no"}[lf["meets"]],
-                      f"{lf['freq_mhz']:.0f}", thr] + [_f(x, ".3f") for x in pj])
+                      f"{lf['freq_mhz']:.3g}", thr] + [_f(x, ".3f") for x in pj])
     out = _table(["unit", "residual", "stg", "µm²", "model µm²", "µm²/MAC", "critical ps (FO4)",
                   "loop ps (FO4)", "ff ps (FO4)", "leak µW", "clock ps", "meets", "at MHz",
                   "throughput"] + [f"pJ/MAC {s}" for s in stimuli], lines)
     out.append("liberty flow" + (f" ({lib_note})" if lib_note else "") + ", ABC script "
-               "delay with the clock as its target; model µm² = the area model's "
+               "delay with the clock as its target (and without one where that run "
+               "missed the clock: the faster run is shown); model µm² = the area model's "
                "per-library calibration (fitted on the area script; - where uncalibrated); "
                "µm²/MAC per MAC/cycle (dot units) or "
                "per element/cycle (encoders); at MHz = the clock asked for where the unit "

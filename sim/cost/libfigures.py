@@ -66,9 +66,18 @@ def liberty_figures(verilog, manifest, lib, clock_ps=None, *, script="delay", ba
     clock), ``freq_mhz`` (the clock asked for where the unit meets it, else the fastest it
     runs at: 1 / its critical path), ``area_per_unit`` (µm² per MAC/cycle or per
     element/cycle), ``tops`` (dot units) or ``gelem_s`` (encoders) at ``freq_mhz``, and
-    ``model_um2``, the area model's estimate for the library (None where uncalibrated)."""
+    ``model_um2``, the area model's estimate for the library (None where uncalibrated).
+
+    The unit is mapped with the clock as ABC's delay target. ABC's own delay model is
+    optimistic next to the static timing, so where that run misses the clock the unit is
+    mapped again without a target (ABC's least delay), and the faster of the two runs is
+    the one reported; its ``target_ps`` says which (None: no target)."""
     text = Path(verilog).read_text()
     rec = run_record(synthesize_unit(text, manifest, lib, script, clock_ps, backend), manifest)
+    if clock_ps is not None and rec["critical_ps"] > clock_ps:
+        fast = run_record(synthesize_unit(text, manifest, lib, script, None, backend), manifest)
+        if fast["critical_ps"] < rec["critical_ps"]:
+            rec = fast
     meets = None if clock_ps is None else rec["critical_ps"] <= clock_ps
     period = clock_ps if meets else rec["critical_ps"]
     rec.update(throughput(rec, period))

