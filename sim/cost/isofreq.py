@@ -508,7 +508,9 @@ def format_common(summ, fo4_ps, which="common"):
     out += _table(["configuration"] + _HEAD + ["vs HiF4", "vs MXFP4"]
                   + (["pJ/MAC"] if energy else []), lines)
     out.append(_NOTE.format(fo4=fo4_ps) + "; vs = area per MAC (per element) against "
-               "HiF4 (the HiF4 encoder) and MXFP4 without residual")
+               "HiF4 (the HiF4 encoder) and MXFP4 without residual"
+               + ("; pJ/MAC: Gaussian stream, 2,000 steps, data + flip-flop clock energy "
+                  "+ leakage over one period of this clock (docs/liberty.md)" if energy else ""))
     return "\n".join(out)
 
 
