@@ -65,8 +65,9 @@ def register(subparsers):
                         "into the energy table; isofreq: the least area of each standard "
                         "unit (1-4 stages) meeting each clock target in a standard-cell "
                         "library, the fastest clock of each, and the comparison at the "
-                        "fastest clock every dot unit meets (sim/cost/isofreq.py); rl: the "
-                        "GRPO precision matrix")
+                        "fastest clock every dot unit meets (sim/cost/isofreq.py; the five "
+                        "dot units take about 40 min of synthesis, an encoder run minutes to "
+                        "most of an hour); rl: the GRPO precision matrix")
     sel = p.add_argument_group("selection (synth, verify, energy; isofreq: default the "
                                "standard set, dot units and encoders, stages 1-4, lanes 64)")
     sel.add_argument("--all", action="store_true",
