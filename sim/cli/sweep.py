@@ -28,7 +28,7 @@ _ONLY = [
     ("timeout", "--timeout", ("synth",), None),
     ("backend", "--backend", ("synth", "energy", "isofreq"), None),
     ("cache_dir", "--cache-dir", ("synth",), None),
-    ("vectors", "--vectors", ("verify", "energy"), None),
+    ("vectors", "--vectors", ("verify", "energy", "isofreq"), None),
     ("seed", "--seed", ("verify", "energy"), None),
     ("build_dir", "--build-dir", ("verify", "energy"), None),
     ("accum", "--accum", ("synth", "verify", "energy", "isofreq"), None),
@@ -120,7 +120,8 @@ def register(subparsers):
                        "(default: build/synth of the worker's repository)")
     ver = p.add_argument_group("verify, energy")
     ver.add_argument("--vectors", type=int,
-                     help="steps per configuration (default 2000; energy: per stimulus)")
+                     help="steps per configuration (default 2000; energy: per stimulus; "
+                          "isofreq --energy: of its Gaussian stream)")
     ver.add_argument("--seed", type=int, help="random seed (default 1; energy: 0)")
     output_option(ver, "--build-dir", kind="folder", metavar="DIR",
                   help="folder for generated Verilog and simulator builds on each worker "
@@ -152,8 +153,8 @@ def register(subparsers):
                           "where the delay script missed)")
     iso.add_argument("--energy", action="store_true",
                      help="add energy per MAC in pJ at each common clock (Gaussian "
-                          "stimulus, 2,000 steps, every output word checked; a minute or two "
-                          "per dot unit)")
+                          "stimulus, --vectors steps, default 2,000, every output word "
+                          "checked; under a minute per dot unit)")
     rl = p.add_argument_group("rl")
     rl.add_argument("--quick", action="store_true",
                     help="the smoke settings of hif4 rl --quick (not a result)")
@@ -410,6 +411,12 @@ def _run_isofreq(args, cluster):
             clocks = sorted({isofreq.parse_clock(c) for c in items})
         except ValueError as exc:
             raise CLIError(f"--clocks: {exc}") from None
+    if args.vectors is not None:
+        if not args.energy:
+            raise CLIError("--vectors applies to sweep isofreq with --energy (the steps of "
+                           "its energy stream); add --energy")
+        if args.vectors < 1:
+            raise CLIError(f"--vectors must be at least 1, not {args.vectors}")
     if args.plot:
         if not args.plot.lower().endswith(".png"):
             raise CLIError(f"--plot writes a PNG file; give a name ending in .png, "
@@ -451,7 +458,8 @@ def _run_isofreq(args, cluster):
     for which in ("common", "common_without_residual"):
         if which == "common" or summ[which]:
             if args.energy and summ[which]:
-                isofreq.energy_at(summ[which]["rows"], lib, summ[which]["clock_ps"])
+                isofreq.energy_at(summ[which]["rows"], lib, summ[which]["clock_ps"],
+                                  **({"steps": args.vectors} if args.vectors else {}))
             print()
             print(isofreq.format_common(summ, fo4, which))
     common_mhz = [(summ[w]["clock_mhz"], label) for w, label in

@@ -509,7 +509,7 @@ def format_common(summ, fo4_ps, which="common"):
                   + (["pJ/MAC"] if energy else []), lines)
     out.append(_NOTE.format(fo4=fo4_ps) + "; vs = area per MAC (per element) against "
                "HiF4 (the HiF4 encoder) and MXFP4 without residual"
-               + ("; pJ/MAC: Gaussian stream, 2,000 steps, data + flip-flop clock energy "
+               + ("; pJ/MAC: Gaussian stream, data + flip-flop clock energy "
                   "+ leakage over one period of this clock (docs/liberty.md)" if energy else ""))
     return "\n".join(out)
 
