@@ -52,6 +52,14 @@ def _probe(folder, option, path):
     os.unlink(tmp)
 
 
+def check_png_file(path, option):
+    """:func:`check_output_file` for a plot: the name must end in ``.png``."""
+    if not str(path).lower().endswith(".png"):
+        raise CLIError(f"{option} writes a PNG file; give a name ending in .png, "
+                       f"not {str(path)!r}")
+    return check_output_file(path, option)
+
+
 def check_output_file(path, option="output"):
     """Check, before any work, that ``path`` can be written as a file; returns it as a Path.
 

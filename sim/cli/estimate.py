@@ -8,7 +8,7 @@ from pathlib import Path
 from hif4spec import unit_spec
 from sim.progress import Reporter
 
-from ._util import (CLIError, add_unit_options, check_output_file, output_option, read_manifest,
+from ._util import (CLIError, add_unit_options, check_png_file, output_option, read_manifest,
                     say_using, unit_lists, write_files)
 
 
@@ -154,10 +154,7 @@ def _energy_options(args):
     if args.jobs is not None and not 1 <= args.jobs <= 256:
         raise CLIError(f"--jobs must be 1 to 256, not {args.jobs}")
     if args.energy_plot:
-        if not args.energy_plot.lower().endswith(".png"):
-            raise CLIError(f"--energy-plot writes a PNG file; give a name ending in .png, "
-                           f"not {args.energy_plot!r}")
-        check_output_file(args.energy_plot, "--energy-plot")
+        check_png_file(args.energy_plot, "--energy-plot")
     return stimuli, steps
 
 
@@ -228,11 +225,8 @@ def run(args):
         args.freq_ghz = 1.0
     if not args.freq_ghz > 0 or math.isinf(args.freq_ghz):
         raise CLIError(f"--freq-ghz must be a positive finite number, not {args.freq_ghz}")
-    if args.plot and not args.plot.lower().endswith(".png"):
-        raise CLIError(f"--plot writes a PNG file; give a name ending in .png, "
-                       f"not {args.plot!r}")
     if args.plot:
-        check_output_file(args.plot, "--plot")
+        check_png_file(args.plot, "--plot")
     check_array_steps(args, gemm, array)
     energy_opts = _energy_options(args)
     select = {"stages": args.stages, "lanes": args.lanes, "accum": args.accum}

@@ -10,8 +10,8 @@ from hif4spec import (ACCUMS, DEFAULTS, LANES, REFERENCE_ACCUM, RESIDUAL_MODES, 
 
 from sim.cost.isofreq import DOT_TARGETS_PS, ENCODER_TARGETS_PS
 
-from ._util import (CLIError, check_output_file, check_output_folder, display_path,
-                    output_option, parse_choice_list)
+from ._util import (CLIError, check_output_file, check_output_folder, check_png_file,
+                    display_path, output_option, parse_choice_list)
 
 #: The encoders ``sweep isofreq`` also covers.
 ENCODERS = tuple(u.name for u in units_of_kind("encoder"))
@@ -418,10 +418,7 @@ def _run_isofreq(args, cluster):
         if args.vectors < 1:
             raise CLIError(f"--vectors must be at least 1, not {args.vectors}")
     if args.plot:
-        if not args.plot.lower().endswith(".png"):
-            raise CLIError(f"--plot writes a PNG file; give a name ending in .png, "
-                           f"not {args.plot!r}")
-        check_output_file(args.plot, "--plot")
+        check_png_file(args.plot, "--plot")
     out_json = args.json and check_output_file(args.json, "--json")
     scripts = parse_choice_list(args.scripts or ",".join(isofreq.SCRIPTS), isofreq.SCRIPTS,
                                 "script")

@@ -33,7 +33,7 @@ from hif4spec import STEP_ELEMS, unit_spec
 
 __all__ = ["FF_CLOCK_LOAD", "STIMULI", "DEFAULT_STEPS", "RESET_CYCLES", "EnergyError",
            "minilm_tensors", "stimulus_tensors", "gemm_stream", "stimulus_stream",
-           "ENGINES", "stream_vectors", "run_streams", "run_stream", "gate_sim",
+           "ENGINES", "stream_vectors", "payload_vectors", "run_streams", "run_stream", "gate_sim",
            "energy_from_toggles", "measure", "energy_rows",
            "format_table", "plot_rows"]
 
@@ -168,15 +168,22 @@ def stream_vectors(manifest, stream, *, reset=RESET_CYCLES, drain=None):
     :func:`sim.cost.activity.pack_vectors`, ``plan`` with ``start`` (first stream cycle),
     ``in_cycles`` / ``out_cycles`` (harness cycles at whose end the unit transfers).
     """
-    from sim.cyclesim import UnitTiming
     from sim.stimulus import pack_payloads
 
     unit, residual = manifest["unit"], manifest["parameters"]["residual"]
+    payload = pack_payloads(manifest, unit, residual, stream)
+    return payload_vectors(manifest, payload, stream["last"], reset=reset, drain=drain)
+
+
+def payload_vectors(manifest, payload, last, *, reset=RESET_CYCLES, drain=None):
+    """:func:`stream_vectors` of an already packed payload (``payload[i]`` the bytes of step
+    or beat i, ``last[i]`` its ``last`` flag)."""
+    from sim.cyclesim import UnitTiming
+
     timing = UnitTiming.from_manifest(manifest)
-    run = timing.run([bool(x) for x in stream["last"]])
+    run = timing.run([bool(x) for x in last])
     ins = np.asarray(run.in_cycles, dtype=np.int64)
     outs = np.asarray(run.out_cycles, dtype=np.int64)
-    payload = pack_payloads(manifest, unit, residual, stream)
     n = len(ins)
     span = int(ins[-1]) + 1 if n else 0
     drain = drain if drain is not None else int(outs[-1]) - span + 4 if len(outs) else 4

@@ -47,6 +47,9 @@ import re
 import time
 from pathlib import Path
 
+from hif4spec import DEFAULTS, standard_set, unit_spec, units_of_kind
+from hif4spec import STAGES as SPEC_STAGES
+
 from .libfigures import run_record, synthesize_unit, throughput
 
 __all__ = ["DOT_CONFIGS", "ENCODER_CONFIGS", "DOT_TARGETS_PS", "ENCODER_TARGETS_PS",
@@ -61,12 +64,16 @@ TABLE = ROOT / "build" / "sweep" / "isofreq_table.json"
 #: Where the swept configurations are generated (shared with ``hif4 sweep synth``).
 BUILD = ROOT / "build" / "units"
 
+
+def _standard(kind):
+    """The (unit, residual) pairs of the standard set of ``kind``, in registry order."""
+    return tuple(dict.fromkeys((u, p["residual"]) for u, p in standard_set(kind)))
+
+
 #: The standard dot units, (unit, residual), each with its default back end.
-DOT_CONFIGS = (("hif4", "none"), ("hif4", "2:4"), ("mxfp4", "none"), ("mxfp4", "2:4"),
-               ("nvfp4", "none"))
+DOT_CONFIGS = _standard("dot")
 #: The encoders, (unit, residual).
-ENCODER_CONFIGS = (("hif4_quant", "none"), ("hif4_quant", "2:4"), ("mxfp4_quant", "none"),
-                   ("mxfp4_quant", "2:4"), ("nvfp4_quant", "none"))
+ENCODER_CONFIGS = _standard("encoder")
 #: Default clock targets (ps) of the dot units: 3000 (333 MHz) is tighter than any of them
 #: meets (their accumulator loop alone takes about 4.3 ns in FreePDK45), so its runs give
 #: each stage count's fastest netlist; 5000 (200 MHz) lies where the pipelined units just
@@ -75,8 +82,8 @@ ENCODER_CONFIGS = (("hif4_quant", "none"), ("hif4_quant", "2:4"), ("mxfp4_quant"
 DOT_TARGETS_PS = (3000, 5000, 9000)
 #: Default clock targets (ps) of the encoders (the same; an encoder run takes minutes).
 ENCODER_TARGETS_PS = (3000, 5000, 9000)
-STAGES = (1, 2, 3, 4)
-LANES = 64
+STAGES = SPEC_STAGES
+LANES = DEFAULTS["lanes"]
 SCRIPTS = ("delay", "area")
 #: One paragraph on the method, for the JSON results.
 METHOD = ("Each configuration (64 lanes, default accumulator back end) is generated with 1 "
@@ -414,9 +421,14 @@ _NAMES = {"hif4": "HiF4", "mxfp4": "MXFP4", "nvfp4": "NVFP4"}
 
 
 def _label(unit, residual):
-    base = unit.removesuffix("_quant")
-    name = _NAMES.get(base, base) + ("" if residual == "none" else f"+ResQ-{residual}")
-    return name + (" encoder" if unit.endswith("_quant") else "")
+    spec = unit_spec(unit)
+    name = _NAMES.get(spec.fmt, spec.fmt) + ("" if residual == "none" else f"+ResQ-{residual}")
+    return name + (" encoder" if spec.kind == "encoder" else "")
+
+
+def _unit_of(fmt, kind):
+    """The registered unit of ``kind`` ("dot" or "encoder") for operand format ``fmt``."""
+    return next(u.name for u in units_of_kind(kind) if u.fmt == fmt)
 
 
 def _table(head, lines):
@@ -493,9 +505,8 @@ def format_common(summ, fo4_ps, which="common"):
         if not r["meets"]:
             lines.append([label] + ["-", "not met"] + ["-"] * (len(_HEAD) + 1 + energy))
             continue
-        enc = r["kind"] == "encoder"
-        base = ("hif4_quant" if enc else "hif4", "none")
-        mx = ("mxfp4_quant" if enc else "mxfp4", "none")
+        base = (_unit_of("hif4", r["kind"]), "none")
+        mx = (_unit_of("mxfp4", r["kind"]), "none")
         mine = per[(r["unit"], r["residual"])]
         lines.append([label] + _cells(r)
                      + [_f(mine / per[base] if base in per else None, ".2f"),
@@ -582,14 +593,14 @@ def plot(runs, common=None, note=""):
             if not front:
                 continue
             unit, residual = config
-            base = unit.removesuffix("_quant")
+            base = unit_spec(unit).fmt
             xs = [1e6 / r["critical_ps"] for r in front]
             ys = [r["area_um2"] / r["per_cycle"] for r in front]
             left = 1e6 / slowest * 0.9
             xs, ys = [left] + xs, [ys[0]] + ys
             ax.plot(xs, ys, drawstyle="steps-pre", color=colors.get(base),
                     linestyle="-" if residual == "none" else "--",
-                    label=_label(base, residual))
+                    label=_label(unit, residual).removesuffix(" encoder"))
             ax.plot(xs[-1], ys[-1], "x", color=colors.get(base), markersize=9, mew=2)
             ax.annotate(f"{xs[-1]:.0f}", (xs[-1], ys[-1]), textcoords="offset points",
                         xytext=(4, 4), fontsize=7, color=colors.get(base))

@@ -358,7 +358,10 @@ def run_liberty(sim, manifest, runs):
 
 def _encoder_stream(manifest, stimulus, steps, seed):
     """``(payload bytes per beat, last flags, expected words, groups)`` of an encoder on
-    the stimulus's activations: BF16 groups of 64, NVFP4 with the tensor scale of X."""
+    the stimulus's activations: BF16 groups of 64, with the tensor scale of X where the
+    format has one (NVFP4)."""
+    from hif4spec import FORMATS
+
     from sim.formats.nvfp4 import tensor_scale
     from sim.stimulus.encoder import (bf16_codes, expected_outputs, pack_beats,
                                       tensor_scale_bits)
@@ -372,7 +375,7 @@ def _encoder_stream(manifest, stimulus, steps, seed):
     for _, x, _ in stimulus_tensors(stimulus, seed):
         g = x.reshape(-1, STEP_ELEMS)
         xs.append(bf16_codes(g))
-        if unit_spec(unit).fmt == "nvfp4":
+        if "tensor_scale" in FORMATS[unit_spec(unit).fmt].options:
             ts.append(np.full(len(g), tensor_scale_bits(tensor_scale(x)), dtype=np.uint32))
     rng = np.random.default_rng(seed)
     x = np.concatenate(xs)
@@ -382,32 +385,6 @@ def _encoder_stream(manifest, stimulus, steps, seed):
     expected = [int(w) for w in expected_outputs(unit, residual, s)]
     last = np.array([i % n == n - 1 for i in range(len(payload))])
     return payload, last, expected, groups
-
-
-def _vectors(manifest, payload, last, reset):
-    """:func:`sim.cost.energy.stream_vectors` for an already packed payload (bytes per
-    beat)."""
-    from sim.cyclesim import UnitTiming
-
-    timing = UnitTiming.from_manifest(manifest)
-    run = timing.run([bool(x) for x in last])
-    ins = np.asarray(run.in_cycles, dtype=np.int64)
-    outs = np.asarray(run.out_cycles, dtype=np.int64)
-    span = int(ins[-1]) + 1
-    drain = int(outs[-1]) - span + 4
-    cycles = reset + span + drain
-    present = np.searchsorted(ins, np.arange(span), side="left")
-    pay = np.zeros((cycles, payload.shape[1]), dtype=np.uint8)
-    pay[reset:reset + span] = payload[present]
-    pay[reset + span:] = payload[-1]
-    valid = np.zeros(cycles, dtype=np.uint8)
-    valid[reset:reset + span] = 1
-    rst = np.zeros(cycles, dtype=np.uint8)
-    rst[:reset] = 1
-    values = {"rst": rst, "i__valid": valid, "i__payload": pay,
-              "o__ready": np.ones(cycles, dtype=np.uint8)}
-    return values, cycles, {"start": reset, "span": span, "in_cycles": reset + ins,
-                            "out_cycles": reset + outs}
 
 
 def _check_wide(manifest, outputs, expected, plan):
@@ -493,7 +470,7 @@ def measure_liberty_stimuli(verilog_text, manifest, stimuli, *, lib=None, libert
     for stimulus in stimuli:
         if encoder:
             payload, last, expected, n = _encoder_stream(manifest, stimulus, steps, seed)
-            values, cycles, plan = _vectors(manifest, payload, last, en.RESET_CYCLES)
+            values, cycles, plan = en.payload_vectors(manifest, payload, last)
             checked = len(expected)
         else:
             stream, _ = en.stimulus_stream(stimulus, unit, residual, steps, seed)
