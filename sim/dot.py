@@ -538,13 +538,14 @@ def _operand(lay, f):
     spec = lay.spec
     fields = spec.fields
     ints = _TABLES[_fmt_of(spec)][0]
-    elem = np.asarray(f["elem"], dtype=np.intp) & (len(ints) - 1)
-    if "l3" in fields:                      # item i in micro-group mg[i], sub-group sg[i]
+    # Small index types: the gathers below run over every element of every step.
+    elem = np.asarray(f["elem"]).astype(np.uint8) & (len(ints) - 1)
+    if "l3" in fields:                      # item i in micro-group i // (n / n3), and so on
         n, n3, n2 = fields["elem"].count, fields["l3"].count, fields["l2"].count
-        mg = np.arange(n) // (n // n3)
-        sh = (np.asarray(f["l3"], dtype=np.intp)[..., mg]
-              + np.asarray(f["l2"], dtype=np.intp)[..., mg // (n3 // n2)])
-        v = _S1P2_SHIFTED[elem * _SHIFTS + sh]
+        l3 = np.asarray(f["l3"]).astype(np.uint8)
+        l2 = np.repeat(np.asarray(f["l2"]).astype(np.uint8), n3 // n2, axis=-1)
+        sh = np.repeat(l3 + l2, n // n3, axis=-1)
+        v = _S1P2_SHIFTED[elem * np.uint8(_SHIFTS) + sh]
     else:
         v = ints[elem]
     if "pos" in fields:
@@ -564,11 +565,14 @@ def _scatter24(spec, val, pos):
     groups = spec.positions // size
     v = val.reshape(lead + (groups, per))
     p = (pos & (size - 1)).reshape(lead + (groups, per))
-    zero = np.float32(0)
-    dense = np.empty(lead + (groups, size), dtype=np.float32)
-    for q in range(size):
-        dense[..., q] = np.where(p == q, v, zero).sum(axis=-1, dtype=np.float32)
-    return dense.reshape(lead + (spec.positions,))
+    # One weighted count over flat (row, position) indices: the sums are of small integers,
+    # exact in float64 and in the float32 they are returned as.
+    rows = int(np.prod(lead, dtype=np.int64))
+    where = (np.arange(rows * groups, dtype=np.int64).reshape(lead + (groups, 1)) * size
+             + p.astype(np.int64))
+    dense = np.bincount(where.reshape(-1), weights=v.reshape(-1).astype(np.float64),
+                        minlength=rows * spec.positions)
+    return dense.astype(np.float32).reshape(lead + (spec.positions,))
 
 
 def _scale_parts(fmt, s):

@@ -49,7 +49,7 @@ from .progress import LOG_INTERVAL_S
 
 __all__ = ["RESOURCES", "VERIFY_TABLE", "ENERGY_TABLE", "Task", "Report", "Interrupted",
            "run_tasks", "synth_sweep", "synth_items", "verify_sweep", "merge_verify",
-           "energy_sweep", "load_json_table"]
+           "energy_sweep", "load_json_table", "soak", "SOAK_ROOT"]
 
 ROOT = Path(__file__).resolve().parents[1]
 GIB = 1024 ** 3
@@ -610,3 +610,85 @@ def energy_sweep(configs, *, path=None, cluster=None, jobs=1, retries=2, progres
 
     return run_tasks(tasks, merge, cluster=cluster, jobs=jobs, retries=retries,
                      progress=progress, desc="sweep energy", report=report)
+
+
+# --- soak -----------------------------------------------------------------------------------
+
+#: Where soaks keep their state (one JSON file per soak) and their replay files.
+SOAK_ROOT = ROOT / "build" / "soak"
+
+#: Steps (an encoder: groups) per soak chunk: a few seconds of work on one core.
+SOAK_CHUNK = 1 << 20
+
+
+def soak(unit=None, params=None, *, steps, rtl=None, chunk=SOAK_CHUNK, seed=1, mix=None,
+         valid_prob=0.9, ready_prob=0.9, cluster=None, jobs=1, retries=2, progress=True,
+         build_root=None):
+    """Check ``steps`` steps (an encoder: groups) of one unit on the fast harness, in
+    seeded chunks of ``chunk`` (:func:`sim.bench.soak.soak_chunk`) run as ``verify`` tasks
+    locally or on Ray; returns ``(state, report)``.
+
+    The unit is generated from ``unit`` and ``params`` (resolved) or is the Verilog file
+    of ``rtl = (path, manifest)``. The soak's state, ``<build_root>/soak/<module>-<key>.json``
+    (``key`` covers the Verilog text, seed, chunk size, mix and stall probabilities),
+    records each finished chunk as it comes, so a soak that is stopped, or run again with
+    more ``steps``, does only the chunks it has not done. A failing chunk's replay file
+    (shrunk, :func:`sim.bench.soak.shrink`) is written to ``<build_root>/soak/cases/``.
+    """
+    from hif4spec import module_name, resolve
+    from sim.bench.runner import generate_cached
+    from sim.bench.soak import DEFAULT_MIX, soak_chunk
+
+    build_root = Path(build_root or ROOT / "build")
+    if rtl is None:
+        params = resolve(unit, **(params or {}))
+        module = module_name(unit, **params)
+        verilog, manifest = generate_cached(unit, params, build_root / "rtl" / module)
+        folder = module
+    else:
+        verilog, manifest = Path(rtl[0]), rtl[1]
+        unit, params, module = manifest["unit"], dict(manifest["parameters"]), manifest["module"]
+    text = Path(verilog).read_text()
+    sha = hashlib.sha256(text.encode()).hexdigest()
+    if rtl is not None:
+        folder = f"{module}-{sha[:12]}"
+    mix = dict(DEFAULT_MIX if mix is None else mix)
+    settings = {"module": module, "unit": unit, "parameters": params, "verilog_sha256": sha,
+                "seed": seed, "chunk": chunk, "mix": mix, "valid_prob": valid_prob,
+                "ready_prob": ready_prob}
+    key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
+    root = build_root / "soak"
+    path = root / f"{module}-{key}.json"
+    state = load_json_table(path) or {"settings": settings, "chunks": {}}
+    state["verilog"] = str(verilog)
+    count = -(-steps // chunk)
+    report = Report()
+    tasks = []
+    local_root = None if cluster else str(build_root)
+    for i in range(count):
+        n = min(chunk, steps - i * chunk)
+        done = state["chunks"].get(str(i))
+        if done and done["steps"] == n:
+            report.skipped.append(f"{module}#{i}")
+            continue
+        tasks.append(Task(f"{module}#{i}", "verify", soak_chunk,
+                          (unit, params["residual"], text, manifest, folder, local_root, seed,
+                           i, n, mix, valid_prob, ready_prob)))
+
+    def merge(task, value):
+        case = value.pop("case", None)
+        if case is not None:
+            where = root / "cases" / f"{module}-s{seed}-c{value['index']}.npz"
+            where.parent.mkdir(parents=True, exist_ok=True)
+            tmp = where.with_name(where.name + ".tmp")
+            tmp.write_bytes(case)
+            tmp.replace(where)
+            value["case"] = str(where)
+        state["chunks"][str(value["index"])] = value
+        root.mkdir(parents=True, exist_ok=True)
+        _save_json_table(state, path)
+
+    state["path"] = str(path)
+    report = run_tasks(tasks, merge, cluster=cluster, jobs=jobs, retries=retries,
+                       progress=progress, desc=f"soak {module}", report=report)
+    return state, report

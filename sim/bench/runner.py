@@ -10,7 +10,6 @@ regenerated nor rebuilt.
 """
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -21,6 +20,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from .common import SimulatorError, output_bytes
+from .common import locked as _locked
 
 __all__ = ["REPO", "SIMULATORS", "SimulatorError", "simulator_available", "generate_cached",
            "build", "run_job", "verify", "make_stream"]
@@ -142,22 +144,6 @@ def generate_cached(unit, params, folder):
     return folder / f"{manifest['module']}.v", manifest
 
 
-@contextlib.contextmanager
-def _locked(path):
-    """An exclusive lock file (parallel test workers share build folders)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-class SimulatorError(RuntimeError):
-    """A simulator build or run that failed; the message names its log file."""
-
-
 def build(verilog, module, *, sim="verilator", waves=False, build_root=None, log=None,
           folder=None):
     """Build ``verilog`` (top ``module``) with ``sim``; returns the build folder (cached).
@@ -268,15 +254,6 @@ def _shown(path):
         return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
     except ValueError:
         return str(path)
-
-
-def output_bytes(words):
-    """Expected output words (ints of any width) as uint8 (n, bytes), little-endian, as the
-    bench job carries them; at least 4 bytes a word."""
-    words = [int(w) for w in words]
-    size = max([4] + [-(-w.bit_length() // 8) for w in words])
-    raw = b"".join(w.to_bytes(size, "little") for w in words)
-    return np.frombuffer(raw, dtype=np.uint8).reshape(len(words), size)
 
 
 def run_job(build_dir, module, stream_payload, expected, out_steps, *, sim="verilator",
@@ -401,10 +378,32 @@ def make_stream(unit, residual, vectors, seed, *, named=True):
     return take(concat(parts), vectors)
 
 
+#: Engines of :func:`verify`: the compiled harness (:mod:`sim.bench.fast`) and the cocotb
+#: bench (:mod:`sim.bench.tb`); "auto" is the harness unless waveforms or Icarus are asked.
+ENGINES = ("auto", "fast", "cocotb")
+
+#: Steps (an encoder: groups) the fast engine generates, checks and forgets at a time, so a
+#: long run's memory stays flat; each chunk is a run of its own from reset.
+FAST_CHUNK = 1 << 17
+
+
+def engine_of(engine, sim="verilator", waves=False):
+    """The engine :func:`verify` uses: ``"fast"`` or ``"cocotb"`` (``ValueError`` for a
+    combination the fast harness cannot run: waveforms or Icarus)."""
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+    if engine == "auto":
+        return "cocotb" if waves or sim != "verilator" else "fast"
+    if engine == "fast" and (waves or sim != "verilator"):
+        raise ValueError("the fast engine runs Verilator without waveforms; use --engine "
+                         "cocotb for --waves or --sim icarus")
+    return engine
+
+
 def verify(unit=None, *, residual=None, stages=None, lanes=None, accum=None, vectors=10000,
            seed=1, sim="verilator", waves=False, valid_prob=0.9, ready_prob=0.9, named=True,
            stream=None, progress=False, stop_on_mismatch=True, rtl=None, build_root=None,
-           waves_limit=None):
+           waves_limit=None, engine="auto", pattern=None):
     """Build (cached) a unit and run ``vectors`` steps (an encoder: groups) through it;
     returns a summary dict.
 
@@ -418,7 +417,12 @@ def verify(unit=None, *, residual=None, stages=None, lanes=None, accum=None, vec
     :mod:`sim.stimulus.encoder`). An encoder's result also has ``groups`` and ``beats``. ``build_root`` replaces ``build/`` (generated Verilog
     in ``<build_root>/rtl/``). With ``waves``, a waveform whose size
     (:func:`waves_estimate`) would pass ``waves_limit`` bytes raises ``ValueError`` before
-    the build; the file written is said on stderr first.
+    the build; the file written is said on stderr first. ``engine`` (:data:`ENGINES`) picks the
+    compiled harness or the cocotb bench; both return the same summary. The harness runs
+    long streams in chunks of :data:`FAST_CHUNK` (the named cases in the first, each chunk's
+    random steps and stall pattern seeded by ``seed`` and its index); ``pattern``, a stall
+    pattern ``(gaps, ready)`` of :mod:`sim.bench.fast`, replaces the random one of a given
+    ``stream`` (the fast engine only).
     """
     from hif4spec import module_name, resolve, unit_spec
     from sim.stimulus import expected_words, manifest_accum, pack_payloads
@@ -443,6 +447,19 @@ def verify(unit=None, *, residual=None, stages=None, lanes=None, accum=None, vec
         folder = f"{module}-{hashlib.sha256(verilog.read_bytes()).hexdigest()[:12]}"
     t_gen = time.perf_counter()
     encoder = unit_spec(unit).kind == "encoder"
+    engine = engine_of(engine, sim, waves)
+    if pattern is not None and (engine != "fast" or stream is None):
+        raise ValueError("a stall pattern goes with a given stream on the fast engine")
+    if engine == "fast":
+        result = _verify_fast(unit, params, verilog, manifest, folder, vectors=vectors,
+                              seed=seed, valid_prob=valid_prob, ready_prob=ready_prob,
+                              named=named, stream=stream, progress=progress,
+                              stop_on_mismatch=stop_on_mismatch, build_root=build_root,
+                              pattern=pattern)
+        t_run = time.perf_counter()
+        result.update(module=module, verilog=str(verilog), manifest=manifest,
+                      generate_s=t_gen - t0, seconds=t_run - t0, engine="fast")
+        return result
     if waves:
         count = vectors if stream is None else len(stream["x" if encoder else "first"])
         size = waves_estimate(verilog, manifest, count, valid_prob, ready_prob)
@@ -485,7 +502,108 @@ def verify(unit=None, *, residual=None, stages=None, lanes=None, accum=None, vec
         result["first_mismatch"]["inputs"] = (_group_inputs(stream, k // manifest["ii"],
                                                             manifest) if encoder
                                               else _step_inputs(stream, k))
+    result["engine"] = "cocotb"
     return result
+
+
+def chunk_stream(unit, residual, count, seed, index, *, named=True):
+    """Chunk ``index`` of a long fast-engine run: ``count`` steps (an encoder: groups),
+    the named cases first in chunk 0, random ones seeded by ``(seed, index)`` after."""
+    if index == 0:
+        return make_stream(unit, residual, count, seed, named=named)
+    return make_stream(unit, residual, count, [seed, index], named=False)
+
+
+def unit_vectors(unit, residual, manifest, stream, seed=0):
+    """``(payload, expected, out_steps)`` of a stream (an encoder: a group set): the packed
+    ``i__payload`` rows, the golden output words and the input transfer each follows."""
+    from hif4spec import unit_spec
+    if unit_spec(unit).kind == "encoder":
+        from sim.stimulus.encoder import expected_outputs, pack_beats
+        payload = pack_beats(manifest, unit, stream, seed=seed)
+        expected = expected_outputs(unit, residual, stream)
+        n = manifest["ii"]
+        return payload, expected, [g * n + n - 1 for g in range(len(expected))]
+    from sim.stimulus import expected_words, manifest_accum, pack_payloads
+    payload = pack_payloads(manifest, unit, residual, stream)
+    expected, steps = expected_words(unit, residual, stream, **manifest_accum(manifest))
+    return payload, expected, steps
+
+
+def _verify_fast(unit, params, verilog, manifest, folder, *, vectors, seed, valid_prob,
+                 ready_prob, named, stream, progress, stop_on_mismatch, build_root,
+                 pattern=None):
+    """:func:`verify` with the compiled harness, chunk by chunk; the summary adds up the
+    chunks (cycles, transfers, outputs) and keeps the first mismatch, its step counted from
+    the start of the whole run."""
+    from hif4spec import unit_spec
+    from sim.progress import progress as make_bar
+
+    from .fast import build_harness, run_fast, stall_pattern
+
+    t0 = time.perf_counter()
+    binary = build_harness(verilog, manifest, folder=folder, build_root=build_root)
+    t_build = time.perf_counter()
+    encoder = unit_spec(unit).kind == "encoder"
+    residual = params["residual"]
+    ii = manifest["ii"]
+    total = vectors if stream is None else len(stream["x" if encoder else "first"])
+    out = {"steps": 0, "transferred": 0, "outputs": 0, "checked": 0, "mismatches": 0,
+           "first_mismatch": None, "timeout": False, "cycles": 0, "first_transfer_cycle": None,
+           "last_output_cycle": None, "latency_min": None, "latency_max": None,
+           "early_output": None, "transfer_gaps_max": None}
+    stim_s = sim_s = 0.0
+    done = index = 0
+    with make_bar(total, f"verify: fast {manifest['module']}", enabled=progress,
+                  unit="groups" if encoder else "steps") as bar:
+        while done < total:
+            count = total if stream is not None else min(FAST_CHUNK, total - done)
+            t = time.perf_counter()
+            chunk = stream if stream is not None else chunk_stream(
+                unit, residual, count, seed, index, named=named)
+            payload, expected, steps = unit_vectors(unit, residual, manifest, chunk, seed)
+            gaps, ready = (pattern if pattern is not None else
+                           stall_pattern(len(payload), [seed, index], valid_prob, ready_prob))
+            t1 = time.perf_counter()
+            r = run_fast(binary, manifest, payload, expected, steps, gaps, ready,
+                         stop_on_mismatch=stop_on_mismatch)
+            t2 = time.perf_counter()
+            stim_s += t1 - t
+            sim_s += t2 - t1
+            base, checked_before = out["transferred"], out["checked"]
+            for key in ("steps", "transferred", "outputs", "checked", "mismatches", "cycles"):
+                out[key] += r[key]
+            out["timeout"] |= r["timeout"]
+            for key, pick in (("latency_min", min), ("latency_max", max),
+                              ("transfer_gaps_max", max)):
+                vals = [v for v in (out[key], r[key]) if v is not None]
+                out[key] = pick(vals) if vals else None
+            if index == 0:
+                out["first_transfer_cycle"] = r["first_transfer_cycle"]
+                out["last_output_cycle"] = r["last_output_cycle"]
+            if out["early_output"] is None and r["early_output"] is not None:
+                out["early_output"] = checked_before + r["early_output"]
+            if r["first_mismatch"] and out["first_mismatch"] is None:
+                bad = dict(r["first_mismatch"])
+                if bad["step"] is not None:
+                    k = bad["step"]
+                    bad["inputs"] = (_group_inputs(chunk, k // ii, manifest) if encoder
+                                     else _step_inputs(chunk, k))
+                    bad["step"] = base + k
+                bad["output"] += checked_before
+                bad["chunk"] = index
+                out["first_mismatch"] = bad
+            bar.update(count)
+            done += count
+            index += 1
+            if (r["mismatches"] and stop_on_mismatch) or r["timeout"]:
+                break
+    if index > 1:           # cycles count from each chunk's reset: no whole-run span
+        out["first_transfer_cycle"] = out["last_output_cycle"] = None
+    out.update(build_s=t_build - t0, stimulus_s=stim_s, sim_s=sim_s, chunks=index)
+    if encoder:
+        out.update(groups=out["transferred"] // ii, beats=out["transferred"])
+    return out
 
 
 def _group_inputs(s, g, manifest):

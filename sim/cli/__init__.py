@@ -24,6 +24,7 @@ SUBCOMMANDS = [
     "quantize",
     "generate",
     "verify",
+    "soak",
     "estimate",
     "simulate",
     "rl",

@@ -12,9 +12,10 @@ WAVES_LIMIT_MB = 300
 def register(subparsers):
     p = subparsers.add_parser(
         "verify", help="check a generated unit against the golden model in cocotb",
-        description="Generate (cached) and build (cached, build/<sim>/<module>/) a unit, or "
+        description="Generate (cached) and build (cached: build/fast/<module>/ for the fast "
+                    "engine, build/<sim>/<module>/ for cocotb) a unit, or "
                     "with --rtl-dir/--manifest build the generated Verilog file itself "
-                    "(build/<sim>/<module>-<hash>/) with the payload offsets of its manifest; "
+                    "(<module>-<hash>/) with the payload offsets of its manifest; "
                     "then drive random K-loops and named edge cases through it with random "
                     "stalls on valid and ready, checking every output word against "
                     "sim.dot.run_steps and no output earlier than the manifest's latency. "
@@ -22,13 +23,24 @@ def register(subparsers):
                     "(named cases, then random groups of many distributions) in 64/lanes "
                     "beats, and every output bit is checked against sim.formats (quantize, "
                     "resq and its packing). "
-                    "Exits 1 on the first mismatch, printing the step's inputs and the "
+                    "The fast engine runs long streams in chunks of 131072 steps, each from "
+                    "reset. Exits 1 on the first mismatch, printing the step's inputs and the "
                     "expected and actual words.")
     add_unit_options(p, rtl="generate", unit_default="hif4")
     p.add_argument("--vectors", type=int, default=10000,
                    help="steps to simulate (an encoder: groups of 64 elements), named "
                         "cases included (default 10000)")
     p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    p.add_argument("--replay", metavar="FILE",
+                   help="run the steps of a replay file (hif4 soak writes one for each failing "
+                        "chunk: its shortest failing K-loop) through the unit it names, or "
+                        "through --rtl-dir/--manifest's, on the fast engine, against the golden "
+                        "model; its stall pattern when it has one, else none")
+    p.add_argument("--engine", default="auto", choices=["auto", "fast", "cocotb"],
+                   help="fast: a compiled Verilator harness (about 10^6 steps/s on the "
+                        "standard HiF4 unit; built once per module in build/fast/); cocotb: "
+                        "the Python bench (waveforms, Icarus); auto (default): fast unless "
+                        "--waves or --sim icarus")
     p.add_argument("--sim", default="verilator", choices=["verilator", "icarus"],
                    help="simulator (default verilator; icarus needs iverilog and vvp on PATH)")
     p.add_argument("--waves", action="store_true",
@@ -50,7 +62,7 @@ def register(subparsers):
 
 
 def run(args):
-    from sim.bench.runner import REPO, SimulatorError, simulator_available, verify
+    from sim.bench.runner import REPO, SimulatorError, engine_of, simulator_available, verify
 
     if args.vectors < 1:
         raise CLIError(f"--vectors must be at least 1, not {args.vectors}")
@@ -62,7 +74,12 @@ def run(args):
             raise CLIError(f"--{name.replace('_', '-')} must be in (0, 1], not {value}")
     if args.waves and args.sim != "verilator":
         raise CLIError("--waves is supported with --sim verilator only")
+    try:
+        engine_of(args.engine, args.sim, args.waves)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
     build_root = check_output_folder(args.build_dir or REPO / "build", "--build-dir")
+    replay = _read_replay(args) if args.replay else None
     if args.rtl_dir or args.manifest:
         rtl = select_module(args, "verify")
         unit, params = None, {}
@@ -72,11 +89,26 @@ def run(args):
     ok, message = simulator_available(args.sim)
     if not ok:
         raise CLIError(message)
+    extra = {}
+    if replay is not None:
+        meta, stream, pattern = replay
+        if rtl is None:
+            unit, params = meta["unit"], dict(meta["parameters"])
+        elif rtl[1]["unit"] != meta["unit"] or rtl[1]["parameters"] != meta["parameters"]:
+            raise CLIError(f"--replay {args.replay!r} is a case of {meta['module']}, not of "
+                           f"{rtl[1]['module']}")
+        extra = {"stream": stream, "pattern": pattern, "engine": "fast"}
+        if pattern is None:
+            extra.update(valid_prob=1.0, ready_prob=1.0)
+        print(f"replay: {meta.get('length')} steps of {meta['module']} ({meta.get('why')}; "
+              f"when saved: expected {meta.get('expected')}, actual {meta.get('actual')})")
+    settings = dict(vectors=args.vectors, seed=args.seed, sim=args.sim, waves=args.waves,
+                    valid_prob=args.valid_prob, ready_prob=args.ready_prob,
+                    engine=args.engine)
+    settings.update(extra)
     try:
-        result = verify(unit, **params, vectors=args.vectors, seed=args.seed, sim=args.sim,
-                        waves=args.waves, valid_prob=args.valid_prob,
-                        ready_prob=args.ready_prob, progress=True, rtl=rtl,
-                        build_root=build_root, waves_limit=args.waves_limit_mb * 1e6)
+        result = verify(unit, **params, progress=True, rtl=rtl, build_root=build_root,
+                        waves_limit=args.waves_limit_mb * 1e6, **settings)
     except ValueError as exc:
         raise CLIError(str(exc)) from None
     except SimulatorError as exc:
@@ -90,7 +122,7 @@ def run(args):
     else:
         what, checked = "steps", f"{result['checked']} outputs"
     rate = steps / result["sim_s"] if result["sim_s"] > 0 else float("inf")
-    print(f"{result['module']}: {steps} {what} checked ({checked}), "
+    print(f"{result['module']} ({result['engine']}): {steps} {what} checked ({checked}), "
           f"{result['mismatches']} mismatches, {result['seconds']:.1f} s "
           f"(generate {result['generate_s']:.1f}, build {result['build_s']:.1f}, "
           f"simulate {result['sim_s']:.1f}), {rate:.0f} {what}/s, {result['cycles']} cycles")
@@ -100,7 +132,8 @@ def run(args):
         print(f"FAIL: timeout after {result['cycles']} cycles", file=sys.stderr)
         return 1
     latency = result["manifest"]["latency"]
-    if result["latency_min"] is not None and result["latency_min"] < latency:
+    if result.get("early_output") is not None or (result["latency_min"] is not None
+                                                   and result["latency_min"] < latency):
         print(f"FAIL: an output came {result['latency_min']} cycles after its last step, "
               f"before the manifest's latency {latency}")
         return 1
@@ -132,3 +165,19 @@ def _field_diff(manifest, bad):
         same = "equal" if expected == actual else "DIFFER"
         print(f"  {name} ({same}): expected 0x{expected:0{digits}x}\n"
               f"  {' ' * len(name)}           actual   0x{actual:0{digits}x}")
+
+
+def _read_replay(args):
+    """``(meta, stream, pattern)`` of ``--replay``, or a one-line error."""
+    from pathlib import Path
+
+    from sim.bench.soak import load_case
+
+    if args.engine == "cocotb" or args.waves or args.sim != "verilator":
+        raise CLIError("--replay runs on the fast engine (Verilator, no waveforms)")
+    if not Path(args.replay).is_file():
+        raise CLIError(f"--replay {args.replay!r}: no such file")
+    try:
+        return load_case(args.replay)
+    except ValueError as exc:
+        raise CLIError(f"--replay: {exc}") from None

@@ -86,3 +86,92 @@ def random_stream(unit, residual, n, rng, *, segment=512, nan_prob=0.002):
         parts.append(steps)
         done += size
     return concat(parts)
+
+
+def _sign_bit(layout):
+    """The sign bit of the layout's element codes (every element type here is signed, the
+    sign in the top bit)."""
+    spec = layout.spec
+    t = ELEMENT_TYPES[FORMATS[spec.fmt].elem_type if isinstance(spec, ResidualBlockSpec)
+                      else spec.elem_type]
+    return 1 << (t.bits - 1)
+
+
+def cancel_stream(unit, residual, n, rng):
+    """``n`` adversarial steps: K-loops in which random steps alternate with their exact
+    negations (every activation element's sign flipped, the residual's too), some of those
+    with a scale one code off, so that the accumulator cancels to zero, to a few low bits
+    or to the rounding error of what came before, in every alignment."""
+    op, res = layouts(unit, residual)
+    steps = random_steps(unit, n, rng, residual, nan_prob=0.0,
+                         scales="narrow" if rng.random() < 0.8 else "uniform")
+    odd = np.arange(n) % 2 == 1
+    for name, layout in (("a", op), ("r", res)):
+        if layout is None:
+            continue
+        f = steps[name]
+        prev = {k: np.roll(v, 1, axis=0) for k, v in f.items()}
+        for k in f:
+            f[k][odd] = prev[k][odd]
+        flip = _sign_bit(layout)
+        f["elem"][odd] ^= flip
+        nudge = odd & (rng.random(n) < 0.25)
+        f["scale"][nudge] = np.clip(f["scale"][nudge].astype(int)
+                                    + rng.choice([-1, 1], f["scale"][nudge].shape), 0,
+                                    ELEMENT_TYPES[FORMATS[unit_fmt(unit)].scale_type]
+                                    .nan_codes[0] - 1)
+    steps["w"] = {k: np.where(_steps_axis(odd, v), np.roll(v, 1, axis=0), v)
+                  for k, v in steps["w"].items()}
+    steps["first"], steps["last"] = loop_flags(n, rng)
+    return steps
+
+
+def special_stream(unit, residual, n, rng):
+    """``n`` steps rich in NaN and Inf: NaN scale codes one in thirty, the largest finite
+    scales on half the steps (products near FP32's top, sums that overflow to +-Inf, then
+    Inf - Inf), cut into K-loops."""
+    op, res = layouts(unit, residual)
+    steps = random_steps(unit, n, rng, residual, nan_prob=1 / 30, scales="uniform")
+    big = rng.random(n) < 0.5
+    for name, layout in (("a", op), ("w", op), ("r", res)):
+        if layout is None:
+            continue
+        t = ELEMENT_TYPES[FORMATS[unit_fmt(unit)].scale_type]
+        s = steps[name]["scale"]
+        top = np.where(rng.random(s.shape) < 0.5, t.nan_codes[0] - 1,
+                       t.nan_codes[0] - 1 - rng.integers(0, 4, s.shape))
+        s[_steps_axis(big, s) & (s != t.nan_codes[0])] = top[
+            _steps_axis(big, s) & (s != t.nan_codes[0])]
+    steps["first"], steps["last"] = loop_flags(n, rng)
+    return steps
+
+
+def _steps_axis(mask, like):
+    """A per-step bool mask broadcast to an array with a leading step axis."""
+    return np.broadcast_to(mask.reshape((-1,) + (1,) * (like.ndim - 1)), like.shape)
+
+
+def unit_fmt(unit):
+    from hif4spec import unit_spec
+    return unit_spec(unit).fmt
+
+
+#: The soak's default mix of K-loop kinds, by share of steps.
+SOAK_MIX = {"random": 0.6, "cancel": 0.3, "special": 0.1}
+
+
+def mixed_stream(unit, residual, n, rng, mix=None, *, segment=512):
+    """``n`` steps in segments of ``segment``, each of a kind drawn with the shares of
+    ``mix`` (default :data:`SOAK_MIX`): ``random`` (:func:`random_stream`), ``cancel``
+    (:func:`cancel_stream`) or ``special`` (:func:`special_stream`)."""
+    mix = SOAK_MIX if mix is None else mix
+    kinds = list(mix)
+    p = np.array([mix[k] for k in kinds], dtype=float)
+    make = {"random": random_stream, "cancel": cancel_stream, "special": special_stream}
+    parts, done = [], 0
+    while done < n:
+        size = min(segment, n - done)
+        kind = kinds[rng.choice(len(kinds), p=p / p.sum())]
+        parts.append(make[kind](unit, residual, size, rng))
+        done += size
+    return concat(parts)

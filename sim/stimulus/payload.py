@@ -38,7 +38,7 @@ def pack_payloads(manifest, unit, residual, s):
     op, res = layouts(unit, residual)
     width = max(f["offset"] + f["width"] for f in fields.values())
     n = len(s["first"])
-    bits = np.zeros((n, width), dtype=np.uint8)
+    out = np.zeros((n, -(-width // 8)), dtype=np.uint8)
     operands = [("a", op), ("w", op)] + ([("r", res)] if res is not None else [])
     for name, layout in operands:
         if fields[name]["width"] != layout.bits:
@@ -47,15 +47,43 @@ def pack_payloads(manifest, unit, residual, s):
         base = fields[name]["offset"]
         for field in layout.fields:
             w = layout.width(field)
-            v = np.asarray(s[name][field]).reshape(n, -1).astype(np.int64)
+            v = np.asarray(s[name][field]).reshape(n, -1)
             if v.size and (v.min() < 0 or v.max() >= 1 << w):
                 raise ValueError(f"{name} field {field!r} holds values outside "
                                  f"0..{(1 << w) - 1}")
-            where = base + np.add.outer(layout.positions(field), np.arange(w))
-            bits[:, where] = (v[:, :, None] >> np.arange(w)) & 1
+            _place(out, v.astype(np.uint8 if w <= 8 else np.int64),
+                   base + np.asarray(layout.positions(field)), w)
     for name in ("first", "last"):
-        bits[:, fields[name]["offset"]] = np.asarray(s[name], dtype=bool)
-    return np.packbits(bits, axis=1, bitorder="little")
+        bit = fields[name]["offset"]
+        out[:, bit // 8] |= np.asarray(s[name], dtype=np.uint8) << (bit % 8)
+    return out
+
+
+def _place(out, v, pos, w):
+    """OR items ``v`` (S, items) of ``w`` bits at bit positions ``pos`` into ``out``.
+
+    Runs of items that fill whole bytes (``w`` in 1, 2, 4, 8, consecutive, starting on a
+    byte boundary) are packed a byte column at a time; other items bit by bit."""
+    k = 0
+    per = 8 // w if w <= 8 and 8 % w == 0 else 0
+    while k < len(pos):
+        run = 1
+        while k + run < len(pos) and pos[k + run] == pos[k] + run * w:
+            run += 1
+        if per and pos[k] % 8 == 0 and run >= per:
+            whole = run - run % per
+            items = v[:, k:k + whole].reshape(len(v), whole // per, per)
+            packed = items[:, :, 0].copy()
+            for j in range(1, per):
+                packed |= items[:, :, j] << (j * w)
+            first = pos[k] // 8
+            out[:, first:first + whole // per] |= packed
+            k += whole
+            continue
+        for bit in range(w):
+            p = pos[k] + bit
+            out[:, p // 8] |= (((v[:, k] >> bit) & 1) << (p % 8)).astype(np.uint8)
+        k += 1
 
 
 def manifest_accum(manifest):
