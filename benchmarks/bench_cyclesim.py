@@ -1,4 +1,4 @@
-"""Benchmark: cycle-level simulator vs cocotb + Verilator on the same workload.
+"""Benchmark: cycle-level simulator vs the Verilated RTL on the same workload.
 
 Usage::
 
@@ -7,11 +7,12 @@ Usage::
 Two workloads, both timed in this run (no stored baseline):
 
 1. One unit, one step stream with a random stall pattern (valid gaps, ready gaps): the
-   Verilated unit in cocotb (build excluded, simulator start-up included) against
+   Verilated unit on the fast harness (:mod:`sim.bench.fast`; build excluded, vector files
+   and process start-up included) against
    :meth:`sim.cyclesim.UnitTiming.run` on the very same pattern; the cycles are checked to
    agree before the times are compared.
 2. A GEMM on a 16 x 16 array (the simulator's use case): every unit of the array runs in
-   lockstep, so one timeline serves all 256 units. cocotb would run each unit's stream
+   lockstep, so one timeline serves all 256 units. The RTL would run each unit's stream
    through the Verilated unit; its rate per unit step is taken from workload 1.
 
 Prints simulated steps per second of each and the ratio (the goal is >= 1000x).
@@ -32,7 +33,7 @@ from hif4spec import ACCUMS, LANES, RESIDUAL_MODES, units_of_kind  # noqa: E402
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--unit", default="hif4", choices=[u.name for u in units_of_kind("dot")])
-    ap.add_argument("--steps", type=int, default=3000, help="steps through cocotb")
+    ap.add_argument("--steps", type=int, default=3000, help="steps through the RTL")
     ap.add_argument("--lanes", type=int, default=64, choices=LANES)
     ap.add_argument("--residual", default="none", choices=RESIDUAL_MODES)
     ap.add_argument("--stages", type=int, default=None)
@@ -59,7 +60,8 @@ def main(argv=None):
     outputs = int(np.count_nonzero(stream["last"]))
     print(f"workload 1: {module}, {args.steps} steps, {outputs} outputs, random stalls",
           file=sys.stderr)
-    bench_runner.build(verilog, module)   # not timed
+    from sim.bench.fast import build_harness
+    build_harness(verilog, manifest)   # not timed
     t0 = time.perf_counter()
     rtl = rtlcheck.run_rtl_cycles(verilog, manifest, payload, [args.steps], [outputs], gaps,
                                   ready)[0]
@@ -78,7 +80,7 @@ def main(argv=None):
     rate_rtl = args.steps / t_rtl
     rate_model = args.steps / t_model
     print(f"  cycles agree: {agree} ({rtl['cycles']} cycles)")
-    print(f"  cocotb+Verilator: {t_rtl:8.3f} s  {rate_rtl:12.0f} steps/s")
+    print(f"  Verilated RTL (fast harness): {t_rtl:8.3f} s  {rate_rtl:12.0f} steps/s")
     print(f"  cycle-level model: {t_model:8.5f} s  {rate_model:12.0f} steps/s")
     print(f"  ratio (one unit, same stall pattern): {rate_model / rate_rtl:8.0f}x")
 
@@ -91,7 +93,7 @@ def main(argv=None):
     print(f"workload 2: GEMM {m}x{k}x{n} on 16x16 units, 512 B/cycle: {rep.unit_steps} unit "
           f"steps, {rep.cycles} cycles, utilization {rep.utilization:.1%}")
     print(f"  cycle-level model: {t_gemm:8.3f} s  {rate_gemm:12.0f} unit steps/s")
-    print(f"  cocotb+Verilator (rate of workload 1): {rep.unit_steps / rate_rtl:10.0f} s "
+    print(f"  Verilated RTL (rate of workload 1): {rep.unit_steps / rate_rtl:10.0f} s "
           "estimated")
     print(f"  ratio (array GEMM): {rate_gemm / rate_rtl:8.0f}x")
     return 0 if agree else 1

@@ -1,4 +1,4 @@
-"""cocotb + Verilator regression of the generated HiF4 units against ``sim.dot.run_steps``.
+"""Verilator regression of the generated HiF4 units against ``sim.dot.run_steps``.
 
 Per configuration (one build folder each under build/verilator/): a few thousand steps of
 random K-loops (1..64 steps, some continuing without ``first``) with the named edge cases,
@@ -6,7 +6,7 @@ random stalls on valid and ready; then a stall-free run that pins the timing: ev
 appears exactly ``latency`` cycles after its ``last`` step's input transfer, steps transfer
 every ``ii`` cycles, so N steps finish within N * ii + latency cycles. The default suite's
 short runs of every configuration class are in ``test_bench_coverage.py``; here it checks
-the command line and that the bench reports wrong words, on those builds.
+the command line and that the cocotb bench reports wrong words, on one build.
 """
 
 import numpy as np
@@ -41,10 +41,11 @@ def _regression(residual, stages, lanes, vectors, seed):
 
 
 def test_cli_verify():
-    # The command line reuses the build of test_bench_coverage.py (CI_CONFIGS' HiF4 2:4).
+    # The cocotb bench's run of a dot unit in the default suite (the fast engine runs the
+    # others); test_bench_reports_a_wrong_word and test_fast_harness share its build.
     assert main(["verify", "--unit", "hif4", "--residual", "2:4", "--stages", "1",
                  "--lanes", "16", "--accum", "bounded", "--vectors", "300",
-                 "--seed", "5"]) == 0
+                 "--seed", "5", "--engine", "cocotb"]) == 0
 
 
 def test_cli_verify_reports_a_mismatch(monkeypatch, capsys):
@@ -71,15 +72,15 @@ def test_bench_reports_a_wrong_word(tmp_path):
     from hwgen.units import module_name
     from sim.bench.runner import REPO, build, generate_cached
     from sim.stimulus import expected_words, pack_payloads
-    params = {"residual": "none", "stages": 1, "lanes": 16}
+    params = {"residual": "2:4", "stages": 1, "lanes": 16, "accum": "bounded"}
     module = module_name("hif4", **params)
     verilog, manifest = generate_cached("hif4", params, REPO / "build" / "rtl" / module)
     build_dir = build(verilog, module)
-    stream = make_stream("hif4", "none", 40, 3, named=False)
-    expected, steps = expected_words("hif4", "none", stream)
+    stream = make_stream("hif4", "2:4", 40, 3, named=False)
+    expected, steps = expected_words("hif4", "2:4", stream)
     expected = expected.copy()
     expected[len(expected) // 2] ^= 1
-    result = run_job(build_dir, module, pack_payloads(manifest, "hif4", "none", stream),
+    result = run_job(build_dir, module, pack_payloads(manifest, "hif4", "2:4", stream),
                      expected, steps, stop_on_mismatch=True)
     assert result["mismatches"] == 1
     bad = result["first_mismatch"]

@@ -57,7 +57,7 @@ def test_verify_rtl_dir_simulates_the_given_file(tmp_path, capsys):
     captured = capsys.readouterr()
     assert captured.err.startswith("hif4 verify: using ")
     assert captured.err.splitlines()[0].endswith(f"rtl_out/{MODULE}.v")
-    assert f"{MODULE}: 300 steps checked" in captured.out
+    assert f"{MODULE} (fast): 300 steps checked" in captured.out
     assert "generate 0.0," in captured.out
 
     copy = tmp_path / "rtl"

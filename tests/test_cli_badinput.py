@@ -33,6 +33,7 @@ OUTPUTS = {
     ("quantize", "--packed"): ("file", "out.bin"),
     ("generate", "--out"): ("folder", "rtl"),
     ("verify", "--build-dir"): ("folder", "build"),
+    ("soak", "--build-dir"): ("folder", "build"),
     ("estimate", "--plot"): ("file", "out.png"),
     ("estimate", "--energy-plot"): ("file", "energy.png"),
     ("rl", "--json"): ("file", "out.json"),
@@ -52,6 +53,7 @@ BASE = {
     "quantize": ["quantize", "--format", "hif4", "--input", "GOOD"],
     "generate": ["generate", "--unit", "hif4", "--lanes", "16"],
     "verify": ["verify", "--unit", "hif4", "--lanes", "16", "--vectors", "10"],
+    "soak": ["soak", "--unit", "hif4", "--lanes", "16", "--steps", "10"],
     "estimate": ["estimate"],
     "rl": ["rl", "--quick", "--quiet"],
     "numerics": ["numerics", "--quiet"],
@@ -122,6 +124,7 @@ def no_work(monkeypatch):
     import sim.formats.bench
     import sim.formats.resq
     import sim.rl
+    import sim.sweep
 
     def work(*args, **kwargs):
         raise AssertionError("the work started before the bad input was refused")
@@ -131,7 +134,7 @@ def no_work(monkeypatch):
                          (sim.cost.estimate, "estimate_rows"), (sim.cyclesim, "simulate_gemm"),
                          (sim.cost.energy, "energy_rows"), (sim.cost.energy, "measure"),
                          (sim.formats, "quantize"), (sim.formats.resq, "resq"),
-                         (sim.formats.bench, "throughput")]:
+                         (sim.formats.bench, "throughput"), (sim.sweep, "soak")]:
         monkeypatch.setattr(module, name, work)
     for name in ("torch", "transformers", "sim.rl.grpo", "sim.rl.minilm", "sim.rl.smollm2"):
         monkeypatch.setitem(sys.modules, name, None)

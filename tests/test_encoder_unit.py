@@ -207,16 +207,17 @@ def test_timing_and_bits_in_amaranth(stages, lanes):
     assert np.diff(res["in"]).max() > 1 and np.diff(res["out"]).max() > n
 
 
-@pytest.mark.parametrize("unit, residual, stages, lanes, vectors", [
-    ("hif4_quant", "2:4", 3, 16, 400),
-    ("nvfp4_quant", "none", 2, 16, 300),
+@pytest.mark.parametrize("unit, residual, stages, lanes, vectors, engine", [
+    ("hif4_quant", "2:4", 3, 16, 400, "cocotb"),     # the cocotb bench's encoder run
+    ("nvfp4_quant", "none", 2, 16, 300, "fast"),
 ])
-def test_verify_in_verilator(unit, residual, stages, lanes, vectors):
+def test_verify_in_verilator(unit, residual, stages, lanes, vectors, engine):
     """Named cases first, then random groups, random stalls: every output bit checked."""
     from sim.bench.runner import verify
 
     res = verify(unit, residual=residual, stages=stages, lanes=lanes, vectors=vectors,
-                 seed=5, valid_prob=0.8, ready_prob=0.7)
+                 seed=5, valid_prob=0.8, ready_prob=0.7, engine=engine)
+    assert res["engine"] == engine
     assert not res["timeout"] and res["mismatches"] == 0, res["first_mismatch"]
     assert res["groups"] == res["checked"] == vectors
     assert res["beats"] == vectors * 64 // lanes

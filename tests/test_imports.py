@@ -24,7 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("hif4spec", "sim", "hwgen")
 #: cocotb test modules: imported by the simulator only (they need its ``cocotb`` runtime).
-IN_SIMULATOR = {"sim.bench.tb", "sim.cost.cycle_tb"}
+IN_SIMULATOR = {"sim.bench.tb"}
 GOLDEN = ("sim.formats", "sim.dot", "sim.stimulus")
 MIDDLE = ("hwgen", "sim.bench", "sim.cost", "sim.cyclesim", "sim.area_model", "sim.rl",
           "sim.progress", "sim.formal", "sim.gemm_torch", "sim.sweep")

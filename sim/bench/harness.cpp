@@ -13,6 +13,8 @@
 //     the next expected word and must come at least `latency` cycles after the transfer of
 //     the step it follows (out_steps);
 //   * then the clock edge.
+// Two evaluations a cycle: the settled inputs (with the clock low), then the rising edge.
+// Two evaluations a cycle: the inputs settled with the clock low, then the rising edge.
 // Cycle 0 is the first cycle after two cycles of reset. Files are read in blocks, so memory
 // stays flat whatever the step count. The result is written as JSON.
 #include "Vtop.h"
@@ -68,11 +70,9 @@ template <typename T> void set_port(T& port, const uint8_t* bytes, size_t n) {
     port = T(v);
 }
 template <std::size_t N> void set_port(VlWide<N>& port, const uint8_t* bytes, size_t n) {
-    for (size_t w = 0; w < N; ++w) {
-        uint32_t v = 0;
-        for (size_t i = 0; i < 4 && 4 * w + i < n; ++i) v |= uint32_t(bytes[4 * w + i]) << (8 * i);
-        port[w] = v;
-    }
+    static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "words are copied as bytes");
+    port[N - 1] = 0;
+    std::memcpy(&port[0], bytes, n < 4 * N ? n : 4 * N);
 }
 template <typename T> void get_port(const T& port, uint8_t* bytes, size_t n) {
     uint64_t v = port;
@@ -220,10 +220,9 @@ int main(int argc, char** argv) {
                 if (stop) { ++cycle; break; }
             }
         }
-        top.clk = 1;
-        top.eval();
+        top.clk = 1;       // the edge; the falling half-cycle is evaluated with the next
+        top.eval();        // cycle's inputs (the unit has no negative-edge logic)
         top.clk = 0;
-        top.eval();
     }
     for (std::FILE* f : {in_log, out_log, words_log}) if (f) std::fclose(f);
     auto opt = [](int64_t v) { return v < 0 ? std::string("null") : std::to_string(v); };

@@ -3,7 +3,7 @@
 import sys
 
 from ._util import (CLIError, ToolError, add_unit_options, check_output_folder, display_path,
-                    select_module, unit_params)
+                    output_option, select_module, unit_params)
 
 #: --mix kinds and what they are.
 MIX_KINDS = ("random", "cancel", "special")
@@ -40,8 +40,8 @@ def register(subparsers):
                    help="run the chunks on Ray: ray://HOST:PORT, HOST:PORT or auto")
     p.add_argument("--jobs", type=int, default=None,
                    help="local worker processes without --cluster (default: the CPU count)")
-    p.add_argument("--build-dir", default=None, metavar="DIR",
-                   help="folder for generated Verilog, harness builds and the soak's state "
+    output_option(p, "--build-dir", kind="folder", default=None, metavar="DIR",
+                  help="folder for generated Verilog, harness builds and the soak's state "
                         "(default: build/ in the repository)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.set_defaults(func=run)

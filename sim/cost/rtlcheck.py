@@ -1,15 +1,12 @@
-"""Cycle-exactness of the cycle-level model against the Verilated unit (cocotb).
+"""Cycle-exactness of the cycle-level model against the Verilated unit.
 
 The same step stream and the same stall pattern (valid gaps on the input, ready gaps on the
-output) go through the RTL, in :mod:`sim.cost.cycle_tb` on the shared bench's build and
-stimulus code (:mod:`sim.bench.runner`, :mod:`sim.stimulus`), and through
+output) go through the RTL, on the fast harness (:mod:`sim.bench.fast`, which records every
+transfer cycle), and through
 :class:`sim.cyclesim.UnitTiming` built from the unit's manifest; the cycle of every input and
 output transfer must be the same, and the output words must equal the golden model's.
 """
 
-import json
-import os
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,9 +17,9 @@ __all__ = ["BUILD_ROOT", "run_rtl_cycles", "random_pattern", "check_unit",
            "check_gemm_against_rtl"]
 
 REPO = Path(__file__).resolve().parents[2]
-#: Generated Verilog of this module's checks; the simulator builds are the bench's own
-#: (``build/<sim>/<module>``, shared under the bench's lock, so an identical Verilog text
-#: already built by the bench is not built again).
+#: Generated Verilog of this module's checks (``build/cycles/rtl``); the harness builds are
+#: the fast engine's own (``build/fast/<module>``, under its lock, so an identical Verilog
+#: text already built for verification is not built again).
 BUILD_ROOT = REPO / "build" / "cycles"
 
 
@@ -39,43 +36,44 @@ def run_rtl_cycles(verilog, manifest, payloads, segments, outputs, gaps, ready, 
     segments, outputs : list of int
         Steps and expected output words of each segment (reset in between).
     gaps, ready : lists
-        The stall pattern, see :mod:`sim.cost.cycle_tb`.
+        The stall pattern of :mod:`sim.bench.fast`, the same for every segment.
 
     Returns
     -------
     list of dict
         Per segment: ``in_cycles``, ``out_cycles``, ``words``, ``cycles``.
     """
-    from cocotb_tools.runner import get_runner
+    from sim.bench.fast import build_harness, run_fast
 
-    from sim.bench import runner as bench_runner
+    if sim != "verilator":
+        raise ValueError(f"the cycle checks run on the Verilator harness, not {sim!r}")
+    binary = build_harness(verilog, manifest, build_root=build_root or BUILD_ROOT.parent)
+    payloads = np.asarray(payloads, dtype=np.uint8)
+    gaps = np.minimum(np.asarray(gaps, dtype=np.int64), 0xFFFF).astype(np.uint16)
+    ready = np.asarray(ready, dtype=bool)
+    results, start = [], 0
+    for steps, count in zip(segments, outputs):
+        part = payloads[start:start + steps]
+        start += steps
+        if max_cycles is None:
+            limit = 64 * steps + 4 * (len(ready) + int(gaps.sum())) + 1000
+        else:
+            limit = max_cycles
+        # no words to compare: the model checks them; every output is recorded
+        r = run_fast(binary, manifest, part, np.zeros(count, dtype=np.uint32),
+                     np.zeros(count, dtype=np.int64), _fit(gaps, steps), ready,
+                     stop_on_mismatch=False, max_cycles=limit, record=True)
+        words = [int.from_bytes(w.tobytes(), "little") for w in r["words"]]
+        results.append({"in_cycles": r["in_cycles"].tolist(),
+                        "out_cycles": r["out_cycles"].tolist(), "words": words,
+                        "cycles": r["cycles"]})
+    return results
 
-    import shutil
-    import tempfile
 
-    module = manifest["module"]
-    build_dir = bench_runner.build(verilog, module, sim=sim, build_root=build_root)
-    (build_dir / "runs").mkdir(exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="cycles-", dir=build_dir / "runs"))
-    job = work / "cycles_job.npz"
-    result = work / "cycles_result.json"
-    if max_cycles is None:
-        max_cycles = 64 * int(max(segments)) + 4 * (len(ready) + sum(gaps)) + 1000
-    np.savez(job, payload=np.asarray(payloads, dtype=np.uint8),
-             gaps=np.asarray(gaps, dtype=np.int64), ready=np.asarray(ready, dtype=np.uint8),
-             segments=np.asarray(segments, dtype=np.int64),
-             outputs=np.asarray(outputs, dtype=np.int64), max_cycles=max_cycles)
-    bench_runner._verilator_env()
-    get_runner(sim).test(
-        test_module="sim.cost.cycle_tb", hdl_toplevel=module, hdl_toplevel_lang="verilog",
-        build_dir=build_dir, test_dir=work, extra_env={
-            "HIF4_CYCLES_JOB": str(job), "HIF4_CYCLES_RESULT": str(result),
-            "PYTHONPATH": os.pathsep.join([str(REPO)] + sys.path)},
-        log_file=work / "cycles.log", results_xml=str(work / "cycles.xml"))
-    if not result.exists():
-        raise RuntimeError(f"the simulation wrote no result; see {work / 'cycles.log'}")
-    out = json.loads(result.read_text())
-    shutil.rmtree(work)
+def _fit(gaps, steps):
+    """The valid gaps of ``steps`` steps: the pattern's, zeros after it ends."""
+    out = np.zeros(steps, dtype=np.uint16)
+    out[:min(steps, len(gaps))] = gaps[:steps]
     return out
 
 
