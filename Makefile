@@ -18,9 +18,9 @@ $(STAMP): pyproject.toml | $(BIN)/python
 install: $(STAMP)
 
 demo: $(STAMP)
-	@echo "make demo: generate the standard set (about a minute), verify each unit (a first"
-	@echo "  run builds each with Verilator, 40-70 s apiece), compare areas (seconds); every"
-	@echo "  phase prints its expected time before it starts"
+	@echo "make demo: generate the standard set (about a minute), verify each unit for 100,000"
+	@echo "  steps (a first run builds each with Verilator, 5-30 s apiece), compare areas"
+	@echo "  (seconds); every phase prints its expected time before it starts"
 	$(BIN)/hif4 demo
 
 test: $(STAMP)

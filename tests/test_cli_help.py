@@ -9,8 +9,8 @@ from sim.cli import build_parser
 
 # The subcommands the toolkit ships (README "Command line", `make demo`), in `hif4 --help`
 # order; written here, not read from the parser under test.
-EXPECTED = ["quantize", "generate", "verify", "estimate", "simulate", "rl", "numerics", "bench",
-            "sweep", "demo"]
+EXPECTED = ["quantize", "generate", "verify", "soak", "estimate", "simulate", "rl", "numerics",
+            "bench", "sweep", "demo"]
 
 
 def _present():

@@ -38,6 +38,9 @@ REPO = Path(__file__).resolve().parents[2]
 HARNESS = Path(__file__).with_name("harness.cpp")
 #: Default place of the harness builds (``<build_root>/fast/<folder>``).
 FAST_ROOT = "fast"
+#: What a harness build usually takes here, said before it starts (a 2-core machine: the
+#: smallest units about 5 s, a 64-lane encoder about 30 s).
+BUILD_TIME = "usually 5-30 s"
 
 #: Verilator options: the bench's (:data:`sim.bench.runner.VERILATOR_ARGS`) without the VPI
 #: ones, and the model compiled with -O3 (the standard HiF4 unit: a build of 6-10 s, about
@@ -89,7 +92,7 @@ def build_harness(verilog, manifest, *, folder=None, build_root=None, quiet=Fals
         (out / f"{module}.v").write_bytes(text)
         env, verilator = _env()
         if not quiet:
-            print(f"verify: building the fast harness of {module} (10-60 s) ...",
+            print(f"verify: building the fast harness of {module} ({BUILD_TIME}) ...",
                   file=sys.stderr, flush=True)
         start = time.perf_counter()
         cmd = ["perl", verilator, *VERILATOR_ARGS, "--top-module", module, f"{module}.v",

@@ -1,7 +1,8 @@
-"""Build a generated unit with a simulator (cached) and run a bench job on it.
+"""Build a generated unit with a simulator (cached) and verify it on either engine.
 
 One build folder per configuration and simulator: ``build/<sim>/<module>[_waves]/`` under
-the repository root (``<module>-<hash>`` for a file given as it is, see :func:`verify`).
+the repository root for the cocotb bench, ``build/fast/<module>/`` for the harness
+(:mod:`sim.bench.fast`); ``<module>-<hash>`` for a file given as it is, see :func:`verify`.
 Generated Verilog is cached in ``build/rtl/<module>/``, keyed by a hash of the generator
 sources (:func:`generator_sources`: ``hwgen`` and every repository module it imports,
 ``hif4spec`` included), the Amaranth version and the parameters; the simulator build is keyed
@@ -408,14 +409,15 @@ def verify(unit=None, *, residual=None, stages=None, lanes=None, accum=None, vec
     returns a summary dict.
 
     Without ``rtl`` the unit is generated (cached) from ``unit`` and the parameters (None
-    takes the default of :data:`hif4spec.DEFAULTS`; ``accum`` is a dot unit's back end). With ``rtl = (verilog_path, manifest)``
-    that file is simulated as it is, with the unit, parameters and payload offsets of its
-    manifest (parameters given here must agree with it); it is built in
-    ``build/<sim>/<module>-<hash>/``, named by its content, so an edited copy never replaces
-    the build of the original. ``stream`` overrides the stimulus (a
-    ``sim.stimulus`` stream dict; an encoder's: a group set of
-    :mod:`sim.stimulus.encoder`). An encoder's result also has ``groups`` and ``beats``. ``build_root`` replaces ``build/`` (generated Verilog
-    in ``<build_root>/rtl/``). With ``waves``, a waveform whose size
+    takes the default of :data:`hif4spec.DEFAULTS`; ``accum`` is a dot unit's back end).
+    With ``rtl = (verilog_path, manifest)`` that file is simulated as it is, with the unit,
+    parameters and payload offsets of its manifest (parameters given here must agree with
+    it); it is built in ``build/<sim or fast>/<module>-<hash>/``, named by its content, so
+    an edited copy never replaces the build of the original. ``stream`` overrides the
+    stimulus (a ``sim.stimulus`` stream dict; an encoder's: a group set of
+    :mod:`sim.stimulus.encoder`). An encoder's result also has ``groups`` and ``beats``.
+    ``build_root`` replaces ``build/`` (generated Verilog in ``<build_root>/rtl/``). With
+    ``waves``, a waveform whose size
     (:func:`waves_estimate`) would pass ``waves_limit`` bytes raises ``ValueError`` before
     the build; the file written is said on stderr first. ``engine`` (:data:`ENGINES`) picks the
     compiled harness or the cocotb bench; both return the same summary. The harness runs

@@ -1,8 +1,8 @@
 """``hif4 demo``: the main job in one command (what ``make demo`` runs).
 
 1. generate the standard RTL set into ``rtl_out/`` (byte-identical to the checked-in files);
-2. verify every generated file (``hif4 verify --rtl-dir``) against the golden model in
-   cocotb + Verilator;
+2. verify every generated file (``hif4 verify --rtl-dir``) against the golden model on the
+   compiled Verilator harness;
 3. print the area and throughput comparison of the units, with their default accumulator
    back ends (bounded where a unit has it), then with the full-window reference.
 """
@@ -16,16 +16,16 @@ def register(subparsers):
     parser = subparsers.add_parser(
         "demo", help="generate the standard RTL set, verify it, compare area and throughput",
         description="The main job: generate the standard RTL set (hif4 generate --all), "
-                    "verify each unit bit for bit against the golden model in cocotb + "
-                    "Verilator (hif4 verify), then print the area and throughput "
+                    "verify each unit bit for bit against the golden model on the compiled "
+                    "Verilator harness (hif4 verify), then print the area and throughput "
                     "comparison (hif4 estimate --synth).")
-    parser.add_argument("--vectors", type=int, default=3000,
-                        help="steps to verify per unit (default 3000)")
+    parser.add_argument("--vectors", type=int, default=100000,
+                        help="steps to verify per unit (default 100000)")
     output_option(parser, "--out", kind="folder", default="rtl_out",
                         help="folder for the generated Verilog and manifests (default rtl_out/; "
                              "created if missing, its parent must exist)")
     parser.add_argument("--no-verify", action="store_true",
-                        help="skip the cocotb + Verilator verification step")
+                        help="skip the verification step")
     parser.set_defaults(func=run)
 
 
@@ -35,19 +35,21 @@ def _step(title, expect):
 
 
 def _verify_expect(out, unit, params, vectors):
-    """Expected time of one verification: the Verilator build, unless it is cached."""
+    """Expected time of one verification: the harness build, unless it is cached."""
     import hashlib
     from pathlib import Path
 
     from hif4spec import module_name
-    from sim.bench.runner import BUILD_TIME, REPO
+    from sim.bench.fast import BUILD_TIME, FAST_ROOT
+    from sim.bench.runner import REPO
 
     module = module_name(unit, **params)
     digest = hashlib.sha256((Path(out) / f"{module}.v").read_bytes()).hexdigest()[:12]
-    built = (REPO / "build" / "verilator" / f"{module}-{digest}" / "build.key").exists()
-    build = (f"cached build (a rebuild, if the Verilog changed, {BUILD_TIME['verilator']})"
-             if built else f"Verilator build first, {BUILD_TIME['verilator']}")
-    return f"expected: {build}, then about {max(1, vectors // 1000)} s of simulation"
+    built = (REPO / "build" / FAST_ROOT / f"{module}-{digest}" / "build.key").exists()
+    build = (f"cached build (a rebuild, if the Verilog changed, {BUILD_TIME})"
+             if built else f"Verilator build of the harness first, {BUILD_TIME}")
+    return (f"expected: {build}, then about {max(1, vectors // 100000)} s of stimulus and "
+            "simulation")
 
 
 def run(args):

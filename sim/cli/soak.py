@@ -119,7 +119,9 @@ def summarize(state, report, steps, chunk):
     outputs = sum(c["outputs"] for c in chunks)
     seconds = sum(c["seconds"] for c in chunks)
     bad = [c for c in chunks if c["mismatches"] or c["timeout"] or c["late"]]
-    what = "groups" if "quant" in s["module"] and outputs == done else "steps"
+    from hif4spec import unit_spec
+
+    what = "groups" if unit_spec(s["unit"]).kind == "encoder" else "steps"
     print(f"{s['module']}: {done:,} of {steps:,} {what} in {len(chunks)} chunks, "
           f"{outputs:,} outputs checked, {sum(c['mismatches'] for c in chunks)} mismatches "
           f"in {len(bad)} chunks; {seconds:,.0f} s of worker time "
