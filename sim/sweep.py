@@ -617,8 +617,9 @@ def energy_sweep(configs, *, path=None, cluster=None, jobs=1, retries=2, progres
 #: Where soaks keep their state (one JSON file per soak) and their replay files.
 SOAK_ROOT = ROOT / "build" / "soak"
 
-#: Steps (an encoder: groups) per soak chunk: a few seconds of work on one core.
-SOAK_CHUNK = 1 << 20
+#: Steps (an encoder: groups) per soak chunk: one to two seconds of work on one core (larger
+#: chunks are slower per step: the golden model's arrays outgrow the caches).
+SOAK_CHUNK = 1 << 18
 
 
 def soak(unit=None, params=None, *, steps, rtl=None, chunk=SOAK_CHUNK, seed=1, mix=None,

@@ -26,8 +26,9 @@ def register(subparsers):
     add_unit_options(p, rtl="generate", unit_default="hif4")
     p.add_argument("--steps", type=float, required=True, metavar="N",
                    help="steps to check (an encoder: groups of 64 elements); 1e9 is accepted")
-    p.add_argument("--chunk-steps", type=int, default=1 << 20, metavar="N",
-                   help="steps per chunk (default 1048576: a few seconds each on one core)")
+    p.add_argument("--chunk-steps", type=int, default=1 << 18, metavar="N",
+                   help="steps per chunk (default 262144: one to two seconds each on one "
+                        "core)")
     p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     p.add_argument("--mix", default="random=0.6,cancel=0.3,special=0.1", metavar="SHARES",
                    help="shares of random, cancel (adversarial) and special (NaN/Inf) steps "
