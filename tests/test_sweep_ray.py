@@ -64,6 +64,11 @@ DRIVER = textwrap.dedent("""
             subprocess.run(hif4 + ["sweep", kind, *sel, "--cluster", address, "--table",
                                    f"{tmp}/ray_{kind}.json", *extra], check=True)
             times[kind] = time.monotonic() - t
+        # a soak's chunks as Ray tasks (the same chunks as a local soak: same counts)
+        subprocess.run(hif4 + ["soak", "--unit", "nvfp4", "--residual", "none", "--stages",
+                               "3", "--lanes", "16", "--accum", "window", "--steps", "6000",
+                               "--chunk-steps", "2000", "--cluster", address, "--quiet",
+                               "--build-dir", f"{tmp}/soak_ray"], check=True)
         # a failing task on Ray: retried, named, the others land
         from sim import sweep
         from sim.cost import primitives
@@ -143,6 +148,18 @@ def test_cluster_sweep_equals_local_sweep(tmp_path):
     assert len(list((tmp_path / "cache_ray").glob("*.json"))) == 2
     assert all(entry["passed"] for entry in
                json.loads((tmp_path / "ray_verify.json").read_text()).values())
+    # the soak on Ray checked the chunks a local soak checks, with the same outputs
+    _hif4("soak", "--unit", "nvfp4", "--residual", "none", "--stages", "3", "--lanes", "16",
+          "--accum", "window", "--steps", "6000", "--chunk-steps", "2000", "--jobs", "2",
+          "--quiet", "--build-dir", str(tmp_path / "soak_local"))
+
+    def chunks(folder):
+        state = json.loads(next((tmp_path / folder / "soak").glob("*.json")).read_text())
+        return {k: (v["steps"], v["outputs"], v["mismatches"]) for k, v in
+                state["chunks"].items()}
+
+    assert chunks("soak_ray") == chunks("soak_local")
+    assert sorted(chunks("soak_ray")) == ["0", "1", "2"]
     fault = on_ray["fault"]
     assert list(fault["failed"]) == ["broken"] and "yosys failed" in fault["failed"]["broken"]
     from sim.cost.primitives import primitive_verilog
