@@ -114,6 +114,9 @@ def test_planted_fault_is_found_shrunk_and_replayed(tmp_path, capsys):
     assert f"expected 0x{meta['expected']}  actual 0x{meta['actual']}" in out
     assert main(["verify", "--replay", str(cases[0])]) == 0
     assert f"{meta['length']} steps checked (1 outputs), 0 mismatches" in capsys.readouterr().out
+    # options that name another unit than the case's are refused
+    assert main(["verify", "--replay", str(cases[0]), "--lanes", "64"]) == 2
+    assert "--lanes 64 disagrees with --replay" in capsys.readouterr().err
 
 
 def test_soak_resumes_and_extends(tmp_path, capsys):

@@ -93,6 +93,12 @@ def run(args):
     if replay is not None:
         meta, stream, pattern = replay
         if rtl is None:
+            have = {"unit": meta["unit"], **meta["parameters"]}
+            for key in ("unit", "residual", "stages", "lanes", "accum"):
+                value = getattr(args, key, None)
+                if value is not None and key in have and value != have[key]:
+                    raise CLIError(f"--{key} {value} disagrees with --replay {args.replay!r} "
+                                   f"(a case of {meta['module']}: {key} {have[key]})")
             unit, params = meta["unit"], dict(meta["parameters"])
         elif rtl[1]["unit"] != meta["unit"] or rtl[1]["parameters"] != meta["parameters"]:
             raise CLIError(f"--replay {args.replay!r} is a case of {meta['module']}, not of "
