@@ -27,8 +27,8 @@ import numpy as np
 __all__ = ["chunk_steps", "soak_chunk", "shrink", "save_case", "load_case", "DEFAULT_MIX"]
 
 #: Default shares of the soak's steps: random, adversarial (``cancel``) and NaN/Inf
-#: (``special``).
-DEFAULT_MIX = {"random": 0.6, "cancel": 0.3, "special": 0.1}
+#: (``special``), defined once with the streams that draw them.
+from sim.stimulus.draw import SOAK_MIX as DEFAULT_MIX  # noqa: E402
 
 
 def _encoder(unit):

@@ -5,8 +5,6 @@ import sys
 from ._util import (CLIError, ToolError, add_unit_options, check_output_folder, display_path,
                     output_option, select_module, unit_params)
 
-#: --mix kinds and what they are.
-MIX_KINDS = ("random", "cancel", "special")
 
 
 def register(subparsers):
@@ -50,12 +48,14 @@ def register(subparsers):
 
 def parse_mix(text):
     """``{"random": share, ...}`` from ``"random=0.6,cancel=0.3,special=0.1"``."""
+    from sim.stimulus.draw import SOAK_MIX
+
     out = {}
     for item in text.split(","):
         name, _, value = item.partition("=")
         name = name.strip()
-        if name not in MIX_KINDS:
-            raise CLIError(f"--mix: unknown kind {name!r} (kinds: {', '.join(MIX_KINDS)})")
+        if name not in SOAK_MIX:
+            raise CLIError(f"--mix: unknown kind {name!r} (kinds: {', '.join(SOAK_MIX)})")
         try:
             share = float(value)
         except ValueError:
