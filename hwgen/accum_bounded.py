@@ -41,7 +41,7 @@ Two terms whose exponent fields differ by at most a known ``D`` become one first
 ``Er + Ew`` (E6M2 exponents, 0..63), so ``D = 63``, and their exact sum is one term of
 ``max(S1, S2) + D + 1`` bits at the lower exponent, outside the accumulator loop.
 
-``tests/test_accum_bounded.py`` checks the unit against :func:`sim.dot.accumulate` on
+``tests/hwgen/test_accum_bounded.py`` checks the unit against :func:`sim.dot.accumulate` on
 random and adversarial steps. Components, one per datapath stage: :class:`PreAdd` (two
 terms into one, when there are two), :class:`Decode` (both
 operands to sign, normalized significand and top exponent), :class:`SwapAlign` (big,
@@ -64,7 +64,7 @@ __all__ = ["BoundedSpec", "PreAdd", "JamPair", "Decode", "SwapAlign", "AddSub", 
 
 #: ``K + 1``: bits of the pair window (:class:`JamPair`), the higher term's leading one at
 #: bit ``K``. The least width for which jamming the lower term is exact
-#: (``docs/accumulator.md``; one bit fewer fails ``tests/test_accum_bounded.py``).
+#: (``docs/accumulator.md``; one bit fewer fails ``tests/hwgen/test_accum_bounded.py``).
 PAIR_WINDOW = 51
 
 

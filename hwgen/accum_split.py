@@ -5,7 +5,7 @@ MXFP4 with a residual adds four terms per step whose exponents are all independe
 block sums and two residual block sums, each with an E8M0 activation or residual scale of
 its own). No one term summarizes them for every accumulator, but three values and a few
 precomputed words do (``docs/accumulator.md``, "Four independent terms", has the argument;
-``tests/test_accum_bounded.py`` checks it bit for bit against :func:`sim.dot.accumulate`):
+``tests/hwgen/test_accum_bounded.py`` checks it bit for bit against :func:`sim.dot.accumulate`):
 
 * ``T``, the exact sum of the terms, with ``q = max(top(T), -126)``; ``N``, ``T`` rounded
   to the nearest multiple of ``2**(q - 24)`` (half an FP32 ulp at ``T``); ``E = T - N``,

@@ -23,7 +23,7 @@ after the front end, on the block sums, is ``sums_reg``); timing: :mod:`hwgen.st
 Ranges: a nonzero HiF4 step value has magnitude in [2**-100, 2**44) (main term at most
 64 * 49 * 49152**2 < 2**43, the residual term less); so from the port the accumulator never
 becomes subnormal, -0 or +-Inf in any realistic K-loop (the back end handles
-them anyway; ``tests/test_hwgen_accum.py`` covers them with wider terms). With a residual
+them anyway; ``tests/hwgen/test_hwgen_accum.py`` covers them with wider terms). With a residual
 the two terms' scales can be up to 2**126 apart; the sum is still exact.
 """
 

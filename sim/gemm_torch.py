@@ -1,7 +1,7 @@
 """The bit-true GEMM of :func:`sim.dot.gemm` on torch: the same FP32 words at BLAS speed.
 
 ``sim.dot.gemm(a, w, r, backend="torch", device=...)`` calls :func:`gemm_torch`. It returns
-the words of the exact path bit for bit (``tests/test_gemm_torch.py`` compares them with zero
+the words of the exact path bit for bit (``tests/sim/rl/test_gemm_torch.py`` compares them with zero
 tolerance) by splitting the unit's arithmetic (``docs/formats.md`` section 7) in two:
 
 Step values by batched matmuls

@@ -9,7 +9,7 @@ single-stage units ``&fraig -x`` alone runs for hours. With this program standin
 including ``&fraig -x`` runs first and writes its AIG (``&w``) under a key made of the
 commands and the contents of the files they read; the rest runs from that AIG (``&r``). A
 run stopped after the sweep restarts from the file. The two halves write the output BLIF of
-the one script, byte for byte but for ABC's timestamp comment (``tests/test_synth.py``).
+the one script, byte for byte but for ABC's timestamp comment (``tests/sim/cost/test_synth.py``).
 
 Run as ``python abc_split.py CHECKPOINT_DIR REAL_ABC -s -f SCRIPT``. A script
 without ``&fraig -x`` goes to the real ABC unchanged.

@@ -1,7 +1,7 @@
 """Switching activity of a gate-level netlist: toggle counts per net over a window of cycles.
 
 Two engines with the same semantics (they agree net for net where both apply, see
-``tests/test_energy.py``):
+``tests/sim/cost/test_energy.py``):
 
 * :class:`GateSim` evaluates the gates of Yosys' JSON netlist in NumPy, several streams at
   once (the one :mod:`sim.cost.energy` uses by default);

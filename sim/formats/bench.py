@@ -3,7 +3,7 @@
 Used by ``hif4 bench quantize`` (which ``benchmarks/bench_quantize.py`` runs). Throughput
 is a measurement printed beside baselines taken in the same run (``numpy.copy`` and
 ml_dtypes' ``float4_e2m1fn`` cast of the same array), never a pass/fail check; the MSE ratios
-are a correctness check (``tests/test_formats_mse.py``).
+are a correctness check (``tests/sim/formats/test_formats_mse.py``).
 """
 
 import os

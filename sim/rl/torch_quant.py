@@ -4,7 +4,7 @@ Every quantizer here (HiF4, MXFP4, NVFP4 with and without its tensor scale, HiF8
 Rollout-ResQ with each sparsifier) is written with torch operations, so it runs wherever the
 tensor lives, CPU or GPU, with no copy to the host. Results are bit-identical to the NumPy
 golden model (:func:`sim.formats.fake_quantize`, :func:`sim.formats.resq.corrected`,
-``docs/formats.md``); ``tests/test_torch_quant.py`` checks every format x axis x dtype x
+``docs/formats.md``); ``tests/sim/rl/test_torch_quant.py`` checks every format x axis x dtype x
 ResQ mode with zero tolerance. Gradients pass straight through (the straight-through
 estimator): the gradient with respect to the input is the incoming gradient, unchanged.
 

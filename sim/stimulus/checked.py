@@ -253,7 +253,7 @@ def checked_cases(unit, residual="none"):
 
     Every stream has ``last`` set on every step and ``expect`` ({step: FP32 word}) where the
     word was derived by hand. MXFP4 with the 2:4 residual has none here (its named checks
-    are in ``tests/test_hwgen_mxfp4_r24_golden.py``).
+    are in ``tests/hwgen/test_hwgen_mxfp4_r24_golden.py``).
     """
     layouts(unit, residual)
     if unit == "hif4":

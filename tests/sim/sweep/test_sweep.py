@@ -2,8 +2,8 @@
 skipped on a re-run, a failing task retried and named while the others still land.
 
 Synthesis here runs on primitives (seconds); the sweep of real units, locally and on Ray,
-is ``tests/test_sweep_ray.py``. Ctrl-C is sent to ``hif4 sweep synth`` run by
-``tests/sweep_driver.py`` (the command on primitives) in a subprocess.
+is ``tests/sim/sweep/test_sweep_ray.py``. Ctrl-C is sent to ``hif4 sweep synth`` run by
+``tests/sim/sweep/sweep_driver.py`` (the command on primitives) in a subprocess.
 """
 
 import dataclasses

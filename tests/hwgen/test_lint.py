@@ -27,7 +27,7 @@ ENCODER_CONFIGS = sorted(
      for r in u.residuals}
     | {("hif4_quant", "none", s, n) for s, n in ((1, 64), (1, 16), (2, 32), (4, 16))})
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _lint_params():

@@ -13,7 +13,7 @@ from sim.cost.libsynth import synthesize_liberty
 
 from small_liberty import write_small_liberty
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 ACC8 = """module acc8(input clk, input [7:0] x, output reg [7:0] s);
   always @(posedge clk) s <= s + x;

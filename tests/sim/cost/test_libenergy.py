@@ -15,7 +15,7 @@ from sim.cost import libenergy
 from sim.cost.liberty import load_library
 from sim.cost.libsynth import load_netlist, synthesize_liberty
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 ADDER = """
 module add16(input clk, input [15:0] a, input [15:0] b, output reg [16:0] s);

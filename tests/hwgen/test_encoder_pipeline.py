@@ -7,7 +7,7 @@ plain unit (full-window accumulator) takes the operand steps ``q``, the ResQ-2:4
 accumulator) ``q`` and the residual steps ``r``. Every FP32 word must equal ``sim.dot.gemm`` of the golden model's quantization of the
 same tensors (``quantize``, ``resq`` + ``pack_24``). The dot units are the default suite's
 ``CI_CONFIGS`` builds (shared with the bench tests), the encoder's that of
-``tests/test_encoder_unit.py``.
+``tests/sim/bench/test_encoder_unit.py``.
 """
 
 import numpy as np

@@ -24,7 +24,7 @@ import pytest
 
 from sim.cli import build_parser, main
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 # The output options the toolkit ships, written here and not read from the parser under
 # test, with the kind of path each names and a file name it accepts (--plot wants .png).

@@ -4,7 +4,7 @@ For one random step stream and one random stall pattern (valid gaps on the input
 on the output) the cycle of every input transfer and of every output transfer must be the
 same in the model (built from the manifest alone) and in the RTL, and the RTL's words must be
 the golden model's. The configurations are the default suite's (``CI_CONFIGS``, built by
-tests/test_bench_coverage.py too, so the Verilator builds are shared): every unit and
+tests/sim/bench/test_bench_coverage.py too, so the Verilator builds are shared): every unit and
 residual mode, every stage count, every accumulator back end, sequencers (lanes < 64).
 """
 

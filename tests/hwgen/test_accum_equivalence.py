@@ -28,7 +28,7 @@ from hwgen.nvfp4 import term_specs as nvfp4_terms
 from sim.stimulus.accum import (CLASSES, PAIR_CLASSES, SPLIT_CLASSES, TWO_TERM_CLASSES,
                                 accum_steps)
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "benchmarks" / "accum_equivalence.py"
 UNITS = {
     "hif4": lambda: (HiF4DotUnit(residual="none").terms, None),

@@ -162,7 +162,7 @@ def test_amaranth_sim_matches_golden_grid(unit, residual, lanes, stages):
     assert got == want
 
 
-RTL_OUT = __import__("pathlib").Path(__file__).resolve().parents[1] / "rtl_out"
+RTL_OUT = __import__("pathlib").Path(__file__).resolve().parents[2] / "rtl_out"
 STANDARD = ["mxfp4_dot_rnone_s3_l64", "mxfp4_dot_r24_s3_l64", "nvfp4_dot_rnone_s3_l64"]
 
 

@@ -12,10 +12,10 @@ suite's builds, ``CI_CONFIGS``). Each run synthesizes into a cache folder
 of its own, so the Ray tasks really run Yosys (the test checks their cache folder filled);
 verification shares the Verilator builds (cached by Verilog hash) but every run simulates.
 
-Through the Ray Client (``--cluster ray://127.0.0.1:PORT``), ``tests/sweep_driver.py`` runs
+Through the Ray Client (``--cluster ray://127.0.0.1:PORT``), ``tests/sim/sweep/sweep_driver.py`` runs
 ``hif4 sweep synth`` on primitives (seconds each): one sweep that must give the table of a
 local run, and one sent SIGINT after its first result, checked as the local Ctrl-C test
-checks it (``tests/test_sweep.py``), and then the head's two CPUs must be free again.
+checks it (``tests/sim/sweep/test_sweep.py``), and then the head's two CPUs must be free again.
 """
 
 import importlib.util
@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 import sweep_driver
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 SELECTION = ["--unit", "hif4,nvfp4", "--residual", "none", "--stages", "3", "--lanes", "16",
              "--accum", "window"]
 VECTORS = ["--vectors", "300"]

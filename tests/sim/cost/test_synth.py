@@ -175,7 +175,7 @@ def test_results_doc_quotes_the_grid_summary():
     """docs/results.md's per-unit tables of the two grids say what ``grid_summary`` says
     of the checked-in table: how many configurations are synthesized, the worst error and
     where (a unit landed without its row updated once left "10 of 12" there)."""
-    root = Path(__file__).parents[1]
+    root = Path(__file__).parents[3]
     doc = (root / "docs" / "results.md").read_text()
     names = {"hif4": "HiF4", "mxfp4": "MXFP4", "nvfp4": "NVFP4"}
     summary = table.grid_summary()
@@ -204,7 +204,7 @@ def test_results_doc_quotes_the_grid_summary():
 def test_synthesis_table_holds_the_checked_in_verilog():
     from hif4spec import standard_set
 
-    rtl = sorted((Path(__file__).parents[1] / "rtl_out").glob("*.v"))
+    rtl = sorted((Path(__file__).parents[3] / "rtl_out").glob("*.v"))
     assert len(rtl) == len(standard_set()) == 15    # 5 dot units, 5 bounded, 5 encoders
     for path in rtl:
         assert table.lookup(path.read_text()) is not None, path.name
@@ -327,7 +327,7 @@ def test_resynthesize_the_standard_set(tmp_path, backend):
     if backend == "native":
         pytest.importorskip("pyosys")
 
-    standard = {p.stem for p in (Path(__file__).parents[1] / "rtl_out").glob("*.v")}
+    standard = {p.stem for p in (Path(__file__).parents[3] / "rtl_out").glob("*.v")}
     for sha, entry in sorted(table.load_table().items()):
         man = entry["manifest"]
         if man["module"] not in standard:

@@ -1,7 +1,7 @@
 """``hif4 sweep synth`` (``sim.cli.main``) run on primitive cells instead of units, and the
-checks of a Ctrl-C'd sweep, for ``tests/test_sweep.py`` and ``tests/test_sweep_ray.py``.
+checks of a Ctrl-C'd sweep, for ``tests/sim/sweep/test_sweep.py`` and ``tests/sim/sweep/test_sweep_ray.py``.
 
-``python tests/sweep_driver.py SIZES [hif4 sweep options]``: the sweep synthesizes one
+``python tests/sim/sweep/sweep_driver.py SIZES [hif4 sweep options]``: the sweep synthesizes one
 ``e2m1dot`` primitive per comma-separated size (about 2-4 s of Yosys each, where a unit
 takes a minute), through the command's own code from argument parsing to exit status;
 only :func:`sim.sweep.synth_items` is replaced here, in this process.
@@ -33,7 +33,7 @@ def items(sizes):
     return out
 
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _processes():
@@ -83,7 +83,7 @@ def survivors(seen, grace=5.0):
 
 
 def interrupt_after_first_result(argv, table, timeout=180):
-    """Run ``tests/sweep_driver.py argv`` in a session of its own, send SIGINT to its
+    """Run ``tests/sim/sweep/sweep_driver.py argv`` in a session of its own, send SIGINT to its
     process group (as a terminal's Ctrl-C does) once ``table`` holds a result, and return
     ``(returncode, stdout, stderr, seen)``, ``seen`` being every process seen below the
     driver until then (:func:`descendants`)."""

@@ -15,7 +15,7 @@ from hwgen.units import build_unit
 from sim import area_model
 from sim.cost import primitives, table
 
-RTL_OUT = Path(__file__).resolve().parents[1] / "rtl_out"
+RTL_OUT = Path(__file__).resolve().parents[3] / "rtl_out"
 
 
 def test_every_primitive_of_the_grid_fitted_within_a_quarter():

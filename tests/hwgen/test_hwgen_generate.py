@@ -1,5 +1,5 @@
 """Generation: rtl_out/ is fresh (byte-identical regeneration), manifest contents, and the
-``hif4 generate`` command line (lint of every configuration: ``tests/test_lint.py``)."""
+``hif4 generate`` command line (lint of every configuration: ``tests/hwgen/test_lint.py``)."""
 
 import json
 from pathlib import Path
@@ -9,7 +9,7 @@ import pytest
 from hwgen.units import standard_set
 from sim.cli import main
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 RTL = REPO / "rtl_out"
 
 
