@@ -24,10 +24,10 @@ demo: $(STAMP)
 	$(BIN)/hif4 demo
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 tests
+	$(BIN)/python -m pytest -q -n 2 --dist loadscope tests
 
 test-all: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 -m '' tests
+	$(BIN)/python -m pytest -q -n 2 --dist loadscope -m '' tests
 
 clean:
 	rm -rf build .pytest_cache
