@@ -60,6 +60,8 @@ __all__ = [
     "step_bytes",
     "gemm",
     "gemm_float",
+    "operand_terms",
+    "int_bound",
     "scale_result",
     "f32_bits",
     "bits_f32",
@@ -826,8 +828,8 @@ def _block_sums(x, y):
     return np.einsum("in,jn->ij", x.astype(np.float32), y, optimize=False).astype(np.int64)
 
 
-def gemm(a_qt, w_qt, r=None, *, scaled=False, row_chunk=None, backend="numpy", device=None,
-         accum="window", extra_bits=TRUNC_BITS):
+def gemm(a_qt, w_qt, r=None, *, scaled=False, row_chunk=None, accum="window",
+         extra_bits=TRUNC_BITS):
     """The FP32 words the unit emits for every (row of A, row of W) pair.
 
     Parameters
@@ -845,14 +847,9 @@ def gemm(a_qt, w_qt, r=None, *, scaled=False, row_chunk=None, backend="numpy", d
         NVFP4: return y = RNE_FP32(acc * T_a * T_w) instead of the unit's words.
     row_chunk : int, optional
         Rows of A per pass (bounds memory); default keeps about 2**16 cells per pass.
-    backend : {"numpy", "torch"}
-        "numpy": the exact integer path below. "torch": :func:`sim.gemm_torch.gemm_torch`,
-        the same words from batched float matmuls (needs torch, imported only then).
-    device : torch.device or str, optional
-        Where the torch backend runs (default CPU).
     accum : str
         The units' accumulator back end (``hif4spec.ACCUMS``): the exact ones give the same
-        words; ``"trunc"`` (numpy backend only) those of :func:`accumulate_trunc` with
+        words; ``"trunc"`` those of :func:`accumulate_trunc` with
         ``extra_bits`` (on the terms its unit adds: ``hif4spec.TRUNC_PRESUM``).
 
     Returns
@@ -860,14 +857,6 @@ def gemm(a_qt, w_qt, r=None, *, scaled=False, row_chunk=None, backend="numpy", d
     uint32 array (M, N)
     """
     step = _steppers(accum, extra_bits, a_qt.fmt)[0]
-    if backend == "torch" and accum == "trunc":
-        raise ValueError("the truncating accumulator runs on the numpy backend only")
-    if backend == "torch":
-        from .gemm_torch import gemm_torch
-
-        return gemm_torch(a_qt, w_qt, r, scaled=scaled, row_chunk=row_chunk, device=device)
-    if backend != "numpy":
-        raise ValueError(f"backend must be 'numpy' or 'torch', not {backend!r}")
     fmt = a_qt.fmt
     if fmt not in FORMATS_DOT or w_qt.fmt != fmt:
         raise ValueError(f"gemm needs two tensors of one of {', '.join(FORMATS_DOT)}, "
@@ -936,6 +925,30 @@ def _residual_ints(fmt, r, a_qt):
         ri, rs = _operand(STEP_LAYOUTS[fmt], rf)
     rsig, rexp, rnan = _scale_parts(fmt, rs)
     return ri, rsig, rexp, rnan
+
+
+def operand_terms(qt, r=None):
+    """The exact block terms :func:`gemm` forms of one operand: a QuantizedTensor (rows, K)
+    quantized along K, and A's residual ``r`` as :func:`gemm` takes it.
+
+    Returns ``(ints, sig, exp, nan)``: integer element values, float32 (rows, steps, blocks,
+    n); per block the scale's integer significand and the exponent of the elements' unit,
+    int64, and whether the scale is NaN (rows, steps, blocks). An element's value is
+    ``int * sig * 2**exp``. The residual's blocks follow the operand's own on the blocks
+    axis.
+    """
+    f, _ = _steps_of(qt, "operand")
+    ints, scale = _operand(STEP_LAYOUTS[qt.fmt], f)
+    parts = [(ints,) + _scale_parts(qt.fmt, scale)]
+    if r is not None:
+        parts.append(_residual_ints(qt.fmt, r, qt))
+    return tuple(np.concatenate(p, axis=2) for p in zip(*parts))
+
+
+def int_bound(fmt):
+    """The largest ``|int|`` of format ``fmt``'s elements in :func:`operand_terms`."""
+    ints = _S1P2_SHIFTED if "l3" in FORMATS[fmt].fields else _TABLES[fmt][0]
+    return int(np.abs(ints).max())
 
 
 def gemm_float(a_qt, w_qt, r=None, *, scaled=False):

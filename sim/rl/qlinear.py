@@ -18,7 +18,7 @@ fake-quantization simulation. With ``gemm="bit-true"`` (:func:`set_gemm`) the fo
 a layer whose weight and activation share one unit format (hif4, mxfp4, nvfp4; with ResQ
 hif4 and mxfp4) is the dot-product unit itself: the operands are quantized along K by the
 golden model, and :func:`sim.dot.gemm`'s float32 results (NVFP4: scaled by the two tensor
-scales) are computed by its torch backend (:mod:`sim.gemm_torch`); gradients are the fake
+scales) are computed on torch (:mod:`sim.rl.gemm_torch`); gradients are the fake
 path's. ``gemm="trunc"`` is the same with units whose accumulator truncates
 (``hif4spec.ACCUMS`` ``"trunc"``, :func:`sim.dot.accumulate_trunc`; numpy, slower), to see
 how far such hardware drifts from the exact units.
@@ -216,7 +216,7 @@ class QuantLinear(nn.Module):
         mode, its residual too), in ``x2``'s dtype on its device (NVFP4: scaled by T)."""
         from sim.formats import quantize
         from sim.formats.resq import resq
-        from sim.gemm_torch import gemm_torch, prepare
+        from .gemm_torch import gemm_torch, prepare
 
         fmt, opts = prec.act, prec.options(prec.act)
         mode = prec.resq if self.mode == "rollout" else None

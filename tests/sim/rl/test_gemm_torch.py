@@ -1,4 +1,4 @@
-"""sim.dot.gemm(backend="torch") against the exact NumPy path: the same uint32 words, zero
+"""sim.rl.gemm_torch.gemm_torch against the exact NumPy path: the same uint32 words, zero
 tolerance, for every unit and residual mode, on quantized data, on random fields over the
 whole code space, and on crafted cancellation, tie, overflow and underflow chains."""
 
@@ -8,7 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from hif4spec import STEP_LAYOUTS, residual_layout                     # noqa: E402
-from sim import gemm_torch                                           # noqa: E402
+from sim.rl import gemm_torch                                        # noqa: E402
 from sim.dot import FORMATS_DOT, NAN_WORD, gemm                     # noqa: E402
 from sim.formats import quantize                                     # noqa: E402
 from sim.formats.resq import pack_24, resq                           # noqa: E402
@@ -20,7 +20,7 @@ NEG = 0x80000000
 
 def both(aq, wq, r=None, **kw):
     want = gemm(aq, wq, r, **kw)
-    got = gemm(aq, wq, r, backend="torch", **kw)
+    got = gemm_torch.gemm_torch(aq, wq, r, **kw)
     assert got.dtype == np.uint32 and got.shape == want.shape
     bad = np.argwhere(got != want)
     assert not len(bad), f"{len(bad)} words differ, first at {bad[0]}: " \
@@ -55,9 +55,9 @@ def test_resq_residuals(fmt, mode):
     out = resq(a, fmt, mode, axis=1)
     wq = quantize(w, fmt, axis=1)
     want = both(out.main, wq, out)
-    assert np.array_equal(gemm(out.main, wq, out.residual, backend="torch"), want)
+    assert np.array_equal(gemm_torch.gemm_torch(out.main, wq, out.residual), want)
     if fmt == "hif4" and mode == "2:4":
-        assert np.array_equal(gemm(out.main, wq, pack_24(out), backend="torch"), want)
+        assert np.array_equal(gemm_torch.gemm_torch(out.main, wq, pack_24(out)), want)
 
 
 # --- random fields over the whole code space ------------------------------------------
@@ -212,15 +212,13 @@ def test_torch_backend_options():
     a, w = operands(5, 3, 128, seed=1, spread=3)
     aq, wq = quantize(a, "hif4", axis=1), quantize(w, "hif4", axis=1)
     want = gemm(aq, wq)
-    assert np.array_equal(gemm(aq, wq, backend="torch", row_chunk=2, device="cpu"), want)
+    assert np.array_equal(gemm_torch.gemm_torch(aq, wq, row_chunk=2, device="cpu"), want)
     t = gemm_torch.gemm_torch(aq, wq, as_tensor=True)
     assert t.dtype == torch.float32 and np.array_equal(t.numpy().view(np.uint32), want)
-    with pytest.raises(ValueError, match="backend must be"):
-        gemm(aq, wq, backend="jax")
     with pytest.raises(ValueError, match="gemm needs"):
-        gemm(aq, quantize(w, "mxfp4", axis=1), backend="torch")
+        gemm_torch.gemm_torch(aq, quantize(w, "mxfp4", axis=1))
     with pytest.raises(ValueError, match="same K"):
-        gemm(aq, quantize(w[:, :64], "hif4", axis=1), backend="torch")
+        gemm_torch.gemm_torch(aq, quantize(w[:, :64], "hif4", axis=1))
 
 
 @pytest.mark.parametrize("fmt,mode", [("hif4", None), ("hif4", "2:4"), ("mxfp4", "dense"),
@@ -283,5 +281,3 @@ def test_quant_linear_trunc(fmt, mode):
     want = gemm(aq, wq, r, scaled=True, accum="trunc")
     assert np.array_equal(y, want)
     assert (want != gemm(aq, wq, r, scaled=True)).any()
-    with pytest.raises(ValueError, match="numpy backend"):
-        gemm(aq, wq, r, accum="trunc", backend="torch")

@@ -1,13 +1,13 @@
 """The bit-true GEMM of :func:`sim.dot.gemm` on torch: the same FP32 words at BLAS speed.
 
-``sim.dot.gemm(a, w, r, backend="torch", device=...)`` calls :func:`gemm_torch`. It returns
-the words of the exact path bit for bit (``tests/sim/rl/test_gemm_torch.py`` compares them with zero
-tolerance) by splitting the unit's arithmetic (``docs/formats.md`` section 7) in two:
+:func:`gemm_torch` takes the arguments of :func:`sim.dot.gemm` (and a torch ``device``) and
+returns the words of its exact path bit for bit (``tests/sim/rl/test_gemm_torch.py``
+compares them with zero tolerance) by splitting the unit's arithmetic (``docs/formats.md`` section 7) in two:
 
 Step values by batched matmuls
 ------------------------------
 A step's value is a sum of block product sums. Every dequantized element is
-``int * sig * 2**e`` (``sim.dot``'s integer decode, the scale's significand and exponent),
+``int * sig * 2**e`` (integer, scale significand and exponent: :func:`sim.dot.operand_terms`),
 so every product, and every partial sum of one step, is a multiple of ``2**bot`` with
 ``bot`` the smallest ``e_a + e_w`` of the step's nonzero terms, and is bounded by the sum of
 the absolute products, below ``2**top`` with ``top = max(top_a + top_w) + ceil(log2(n*T))``
@@ -55,9 +55,7 @@ import math
 import numpy as np
 import torch
 
-from hif4spec import STEP_LAYOUTS
-
-from . import dot
+from sim import dot
 
 __all__ = ["gemm_torch", "prepare"]
 
@@ -86,9 +84,9 @@ class Operand:
         block.
     sig, exp : int64 ndarray (rows, steps, terms)
         Scale significand and the exponent of the elements' unit (value = int * sig *
-        2**exp, ``sim.dot``'s integer decode).
+        2**exp, :func:`sim.dot.operand_terms`).
     ints : float32 ndarray (rows, steps, terms, n)
-        Integer element values (as ``sim.dot._operand``), zero in NaN blocks.
+        Integer element values (:func:`sim.dot.operand_terms`), zero in NaN blocks.
     top : int64 ndarray (rows, steps, terms)
         ``|int * sig| * 2**exp < 2**top`` for every int of the format; ``_NONE`` for a zero
         or NaN block.
@@ -100,11 +98,10 @@ class Operand:
         NVFP4's per-tensor scale T (for ``scaled``).
     """
 
-    def __init__(self, fmt, parts, device):
+    def __init__(self, fmt, terms, device):
         self.fmt = fmt
         self.device = device
-        ints, nz, sig, exp, nan = (np.concatenate([p[i] for p in parts], axis=2)
-                                   for i in range(5))
+        ints, nz, sig, exp, nan = terms
         self.ints = np.where(nan[..., None], np.float32(0), ints)    # (rows, steps, T, n)
         self.rows, self.steps, self.terms, self.n = ints.shape
         self.sig, self.exp = sig, exp
@@ -130,42 +127,8 @@ class Operand:
         return v.permute(1, 2, 0) if transposed else v.permute(1, 0, 2)
 
 
-def _int_tables():
-    """Per format: element code (| 16 * HiF4 micro-shift) -> integer value, float32."""
-    out = {}
-    for fmt in dot.FORMATS_DOT:
-        ints = dot._TABLES[fmt][0]
-        out[fmt] = (dot._S1P2_SHIFTED.reshape(len(ints), -1).T.reshape(-1) if fmt == "hif4"
-                    else ints)
-    return out
-
-
-_INT_TABLES = _int_tables()
 #: Largest |element integer| of each format (HiF4 with its micro-exponents).
-_INT_MAX = {fmt: int(np.abs(t).max()) for fmt, t in _INT_TABLES.items()}
-
-
-def _decode(fmt, f):
-    """Step fields (rows, steps, ...) of an operand layout -> one :class:`Operand` part:
-    integer element values float32 (rows, steps, blocks, n) as ``sim.dot._operand`` gives
-    them, nonzero-block flags, scale significands, exponents and NaN flags."""
-    lay = STEP_LAYOUTS[fmt]
-    fields = lay.spec.fields
-    elem = np.asarray(f["elem"], dtype=np.uint8) & 15
-    nz = (elem & 7).any(axis=-1)
-    if "l3" in fields:                      # HiF4: code | 16 * (l3 + l2) of its groups
-        n, n3, n2 = fields["elem"].count, fields["l3"].count, fields["l2"].count
-        lead = elem.shape[:-1]
-        e = elem.reshape(lead + (n2, n3 // n2, n // n3))
-        sh = (np.asarray(f["l3"], dtype=np.uint8).reshape(lead + (n2, n3 // n2, 1))
-              + np.asarray(f["l2"], dtype=np.uint8).reshape(lead + (n2, 1, 1)))
-        elem = (e | (sh << 4)).reshape(lead + (n,))
-    ints = np.take(_INT_TABLES[fmt], elem)
-    sig, exp, nan = dot._scale_parts(fmt, np.asarray(f["scale"], dtype=np.int64))
-    if lay.blocks == 1:
-        ints, nz, sig, exp, nan = (ints[..., None, :], nz[..., None], sig[..., None],
-                                   exp[..., None], nan[..., None])
-    return ints, nz, sig, exp, nan
+_INT_MAX = {fmt: dot.int_bound(fmt) for fmt in dot.FORMATS_DOT}
 
 
 def prepare(qt, r=None, *, repeat=1, device=None):
@@ -173,12 +136,11 @@ def prepare(qt, r=None, *, repeat=1, device=None):
     :func:`sim.dot.gemm` takes it) -> :class:`Operand` on ``device``. ``repeat=2`` lists
     W's blocks twice (once against A's main blocks, once against the residual's)."""
     device = torch.device("cpu" if device is None else device)
-    f, _ = dot._steps_of(qt, "operand")
-    parts = [_decode(qt.fmt, f)] * repeat
-    if r is not None:
-        ri, rsig, rexp, rnan = dot._residual_ints(qt.fmt, r, qt)
-        parts.append((ri, (ri != 0).any(axis=-1), rsig, rexp, rnan))
-    op = Operand(qt.fmt, parts, device)
+    ints, sig, exp, nan = dot.operand_terms(qt, r)
+    if repeat > 1:
+        ints, sig, exp, nan = (np.concatenate([x] * repeat, axis=2)
+                               for x in (ints, sig, exp, nan))
+    op = Operand(qt.fmt, (ints, (ints != 0).any(axis=-1), sig, exp, nan), device)
     op.tensor_scale = qt.fields.get("tensor_scale")
     return op
 
