@@ -81,8 +81,7 @@ class UnitSpec:
     ``RESIDUAL_MODES`` order), ``standard`` the residual modes of the standard set
     (``hif4 generate --all``, at the default stages and lanes), ``kind`` one of ``KINDS``
     and ``accums`` the accumulator back ends of a dot unit (``ACCUMS``; none for an
-    encoder); ``accum_limits`` narrows a back end to some residual modes, as
-    ``((back end, residual modes), ...)`` (:func:`accums_of`). An encoder's residual mode
+    encoder; every residual mode of the unit takes each of them). An encoder's residual mode
     is the residual step it emits beside the operand step (the one the dot unit of its
     format takes).
     """
@@ -94,7 +93,6 @@ class UnitSpec:
     standard: tuple
     kind: str = "dot"
     accums: tuple = ACCUMS[:1]
-    accum_limits: tuple = ()
 
 
 UNITS = {u.name: u for u in (
@@ -139,12 +137,10 @@ def residuals_of(name):
 
 def accums_of(name, residual=None):
     """Accumulator back ends unit ``name`` can be built with (none for an encoder), with
-    ``residual`` when given (``UnitSpec.accum_limits``)."""
+    ``residual`` when given: all of them with a residual mode the unit accepts, none
+    with another."""
     spec = unit_spec(name)
-    if residual is None:
-        return spec.accums
-    limits = dict(spec.accum_limits)
-    return tuple(a for a in spec.accums if residual in limits.get(a, spec.residuals))
+    return spec.accums if residual is None or residual in spec.residuals else ()
 
 
 def default_accum(name, residual=DEFAULTS["residual"]):
@@ -170,15 +166,10 @@ def check_params(unit, residual, stages, lanes, accum=None):
     if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes not in LANES:
         raise ValueError(f"Lane count must be one of {', '.join(map(str, LANES))}, "
                          f"not {lanes!r}")
-    if accum is not None and accum not in accums_of(unit, residual):
+    if accum is not None and accum not in spec.accums:
         if not spec.accums:
             raise ValueError(f"{unit} is an encoder and has no accumulator: drop the "
                              f"accumulator back end ({accum!r})")
-        if accum in spec.accums:
-            raise ValueError(f"Accumulator back end of {unit} with residual {residual!r} "
-                             f"must be one of {', '.join(accums_of(unit, residual))}, not "
-                             f"{accum!r} ({accum} takes residual "
-                             f"{', '.join(dict(spec.accum_limits)[accum])})")
         raise ValueError(f"Accumulator back end of {unit} must be one of "
                          f"{', '.join(spec.accums)}, not {accum!r}")
 

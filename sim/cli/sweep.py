@@ -192,7 +192,7 @@ def selection(args):
     if not picked:
         with_accum = "" if args.accum is None else f"; back end {args.accum} with " + ", ".join(
             f"{u.name} {'/'.join(r for r in u.residuals if accum in accums_of(u.name, r))}"
-            for u in UNITS.values())
+            for u in UNITS.values() if accum in accums_of(u.name))
         raise CLIError("the selection holds no configuration (residual modes per unit: "
                        + "; ".join(f"{u.name}: {'/'.join(u.residuals)}" for u in UNITS.values())
                        + with_accum + ")")

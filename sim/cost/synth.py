@@ -9,7 +9,7 @@ The ``stat`` and ``ltp`` reports are written with ``tee -o FILE`` (Yosys' standa
 can be cut short) and parsed from those files. Area is given in NAND2 equivalents:
 estimated CMOS transistors / 4. The longest path is ``ltp``'s length in cells (flip-flops
 excluded). A second, hierarchical run of the same flow without ``-flatten`` gives the area
-of every sub-block (:func:`synthesize_hierarchy`).
+of every sub-block (:func:`synthesize` with ``hierarchical=True``).
 
 Results are cached as JSON under ``build/synth/`` keyed by the SHA-256 of the Verilog text,
 the top module and the flow, so a module is synthesized once per content.
@@ -46,7 +46,7 @@ from . import abc_split
 
 __all__ = [
     "FLOW", "HIER_FLOW", "SynthResult", "SynthError", "synthesize", "synthesize_text",
-    "synthesize_hierarchy", "verilog_sha256", "parse_stat", "parse_ltp", "top_module_name",
+    "verilog_sha256", "parse_stat", "parse_ltp", "top_module_name",
     "DEFAULT_CACHE", "BACKENDS", "BACKEND_ENV", "default_backend", "yosys_version",
     "check_native",
 ]
@@ -470,8 +470,3 @@ def synthesize(path, top=None, *, cache_dir=DEFAULT_CACHE, timeout=3600, hierarc
     return synthesize_text(text, top, cache_dir=cache_dir, timeout=timeout,
                            hierarchical=hierarchical, backend=backend,
                            checkpoint=checkpoint)
-
-
-def synthesize_hierarchy(path, top=None, **kwargs):
-    """Per-sub-block areas: :func:`synthesize` with ``hierarchical=True``."""
-    return synthesize(path, top, hierarchical=True, **kwargs)

@@ -33,7 +33,6 @@ __all__ = [
     "encode_e2m1",
     "encode_e4m3",
     "encode_ue4m3",
-    "encode_e8m0",
     "encode_e6m2",
     "encode_hif8",
     "encode_bf16",
@@ -341,11 +340,6 @@ def encode_e4m3(v):
 def encode_ue4m3(v):
     """UE4M3 codes: E4M3 of |v| with bit 7 written 0 (0x7F = NaN)."""
     return encode_e4m3(np.abs(np.asarray(v, dtype=np.float64)))
-
-
-def encode_e8m0(e):
-    """E8M0 code of the power of two 2**e (integer exponents, clamped to -127..127)."""
-    return (np.clip(np.asarray(e), -127, 127) + 127).astype(np.uint8)
 
 
 def encode_e6m2(sf):

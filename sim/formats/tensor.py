@@ -182,11 +182,6 @@ class QuantizedTensor:
         """Shape of the non-quantized axes (axis removed, C order)."""
         return self.shape[:self.axis] + self.shape[self.axis + 1:]
 
-    @property
-    def nblocks(self):
-        """Blocks along the (padded) quantization axis (block formats)."""
-        return ceil(self.shape[self.axis] / self.spec.block) if self.shape else 1
-
     def decoded(self):
         """Exact float64 values in the original shape (no rounding to ``dtype``)."""
         if self.fmt in _ELEMENT_MODULES:

@@ -19,9 +19,6 @@ class TinyConfig:
         self.vocab, self.max_len = vocab, max_len
         self.d_model, self.n_layers, self.n_heads, self.d_ff = d_model, n_layers, n_heads, d_ff
 
-    def to_dict(self):
-        return dict(vars(self))
-
 
 class _Block(nn.Module):
     def __init__(self, cfg):

@@ -132,22 +132,23 @@ def test_bad_selection_is_one_line(argv, words, capsys):
     assert len(err.splitlines()) == 1 and words in err, err
 
 
-def _narrow_mxfp4_to_plain_bounded(monkeypatch):
-    """Every pair has every back end, so an MXFP4 registry entry whose ``accum_limits``
-    allow ``bounded`` without a residual only stands in for a unit that lacks one."""
+def _mxfp4_without_bounded(monkeypatch):
+    """Every registered dot unit has every back end, so an MXFP4 registry entry without
+    ``bounded`` stands in for a unit that lacks one."""
     monkeypatch.setitem(units.UNITS, "mxfp4", dataclasses.replace(
-        units.UNITS["mxfp4"], accum_limits=(("bounded", ("none",)),)))
+        units.UNITS["mxfp4"], accums=tuple(a for a in units.UNITS["mxfp4"].accums
+                                           if a != "bounded")))
 
 
 def test_a_selection_without_the_back_end_is_one_line(monkeypatch, capsys):
     """A selection none of whose pairs has the asked-for back end says which pairs do (the
-    registry narrowed by :func:`_narrow_mxfp4_to_plain_bounded`)."""
-    _narrow_mxfp4_to_plain_bounded(monkeypatch)
+    registry narrowed by :func:`_mxfp4_without_bounded`)."""
+    _mxfp4_without_bounded(monkeypatch)
     argv = ["sweep", "verify", "--unit", "mxfp4", "--residual", "2:4", "--accum", "bounded"]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1, err
-    assert "back end bounded with hif4 none/2:4/dense, mxfp4 none" in err, err
+    assert "back end bounded with hif4 none/2:4/dense, nvfp4 none)" in err, err
 
 
 def test_verify_sweep_of_another_back_end(tmp_path, capsys):
@@ -168,7 +169,7 @@ def test_verify_sweep_of_another_back_end(tmp_path, capsys):
 def test_a_sweep_without_accum_takes_each_configurations_default(tmp_path, monkeypatch):
     """No ``--accum``: every configuration of the selection, each with its default back end
     (bounded where the pair has it, else the full window: the registry narrowed by
-    :func:`_narrow_mxfp4_to_plain_bounded`); with
+    :func:`_mxfp4_without_bounded`); with
     ``--accum bounded`` the pairs without it are left out. The tasks are captured, not
     run."""
     ran = []
@@ -184,7 +185,7 @@ def test_a_sweep_without_accum_takes_each_configurations_default(tmp_path, monke
     assert main(common) == 0
     assert ran.pop() == [("hif4_dot_r24_s3_l64_bnd", "bounded"),
                          ("mxfp4_dot_r24_s3_l64_bnd", "bounded")]
-    _narrow_mxfp4_to_plain_bounded(monkeypatch)
+    _mxfp4_without_bounded(monkeypatch)
     assert main(common) == 0
     assert main(common + ["--accum", "bounded"]) == 0
     assert main(common + ["--accum", "window"]) == 0
