@@ -96,7 +96,10 @@ class FormatSpec:
     the block formats, the element width for the element-wise ones) and ``block_bytes`` its
     serialized size. ``layout`` lists the packed fields of one block (low bits first).
     ``nan_scale_code`` is the scale code of a NaN block. ``blocks_per_step`` is how many
-    blocks one 64-element dot-product step holds (0 for element-wise formats).
+    blocks one 64-element dot-product step holds (0 for element-wise formats). ``options``
+    names the quantization options the format takes (``"tensor_scale"``: one FP32 scale T
+    per tensor beside the block scales); ``title`` is the name tables, plots and messages
+    show.
     """
 
     name: str
@@ -110,6 +113,7 @@ class FormatSpec:
     nan_scale_code: int | None = None
     blocks_per_step: int = 0
     options: tuple = ()
+    title: str = ""
 
     @property
     def block_bytes(self):
@@ -159,12 +163,16 @@ _NVFP4_LAYOUT = (
 )
 
 FORMATS = {
-    "hif4": FormatSpec("hif4", 64, 4, "S1P2", "E6M2", 8, 288, _HIF4_LAYOUT, 0xFF, 1),
-    "mxfp4": FormatSpec("mxfp4", 32, 4, "E2M1", "E8M0", 8, 136, _MXFP4_LAYOUT, 0xFF, 2),
+    "hif4": FormatSpec("hif4", 64, 4, "S1P2", "E6M2", 8, 288, _HIF4_LAYOUT, 0xFF, 1,
+                       title="HiF4"),
+    "mxfp4": FormatSpec("mxfp4", 32, 4, "E2M1", "E8M0", 8, 136, _MXFP4_LAYOUT, 0xFF, 2,
+                        title="MXFP4"),
     "nvfp4": FormatSpec("nvfp4", 16, 4, "E2M1", "UE4M3", 8, 72, _NVFP4_LAYOUT, 0x7F, 4,
-                        options=("tensor_scale",)),
-    "hif8": FormatSpec("hif8", 1, 8, "HIF8", None, 0, 8, (FieldLayout("code", 0, 8, 1),)),
-    "bf16": FormatSpec("bf16", 1, 16, "BF16", None, 0, 16, (FieldLayout("code", 0, 16, 1),)),
+                        options=("tensor_scale",), title="NVFP4"),
+    "hif8": FormatSpec("hif8", 1, 8, "HIF8", None, 0, 8, (FieldLayout("code", 0, 8, 1),),
+                       title="HiF8"),
+    "bf16": FormatSpec("bf16", 1, 16, "BF16", None, 0, 16, (FieldLayout("code", 0, 16, 1),),
+                       title="BF16"),
 }
 
 

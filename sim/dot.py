@@ -42,6 +42,7 @@ from hif4spec import (ACCUMS, FORMATS, RESIDUAL_MODES, STEP_LAYOUTS, TRUNC_BITS,
 
 from .formats import packing
 from .formats.codecs import int_decode, int_grid
+from .formats.registry import golden
 
 __all__ = [
     "FORMATS_DOT",
@@ -506,23 +507,23 @@ def _check_fmt(fmt, residual="none"):
                          f"not {residual!r}")
 
 
-def _tables(fmt):
-    """Format ``fmt``'s element ints as float32, their lsb exponent, and its scale table."""
-    spec = FORMATS[fmt]
-    ints, lsb = int_grid(spec.elem_type)
-    return (ints.astype(np.float32), lsb) + int_decode(spec.scale_type)
+class _Tables:
+    """``_TABLES[fmt]``: format ``fmt``'s element ints as float32, their lsb exponent and
+    its scale table (``GoldenFormat.dot_tables``, built on first use)."""
+
+    def __getitem__(self, fmt):
+        return golden(fmt).dot_tables
 
 
-_TABLES = {fmt: _tables(fmt) for fmt in FORMATS_DOT}
+_TABLES = _Tables()
 
-# HiF4: an element's L3 bit (its micro-group's) and L2 bit (its sub-group's) shift it up by
-# b + c. S1P2 code and b + c -> 4 * value * 2**(b + c) as float32: products of two such
-# values (<= 784) and their sums over 64 elements (< 2**16) are exact in float32, which
-# makes the block sums fast and still exact.
-_HIF4 = FORMATS["hif4"].fields
-_SHIFTS = (1 << _HIF4["l3"].width) + (1 << _HIF4["l2"].width) - 1          # b + c < _SHIFTS
-_S1P2_SHIFTED = np.array([[int(v) << sh for sh in range(_SHIFTS)] for v in S1P2_INT4],
-                         dtype=np.float32).reshape(-1)
+
+def __getattr__(name):
+    if name == "_S1P2_SHIFTED":            # HiF4 element ints with their micro-exponents
+        from .formats.builtin import hif4_shifted_ints
+
+        return hif4_shifted_ints()[0]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _fmt_of(spec):
@@ -534,22 +535,13 @@ def _operand(lay, f):
     """Fields of step layout ``lay`` (any leading dims) -> integer element values, float32
     (..., blocks, positions), and scale codes, int64 (..., blocks).
 
-    HiF4 elements carry their micro-exponents (``_S1P2_SHIFTED``); a packed 2:4 block is
-    expanded to its positions (:func:`_scatter24`).
+    The format object decodes the elements (``GoldenFormat.decode_elements``: HiF4 elements
+    carry their micro-exponents); a packed 2:4 block is expanded to its positions
+    (:func:`_scatter24`).
     """
     spec = lay.spec
     fields = spec.fields
-    ints = _TABLES[_fmt_of(spec)][0]
-    # Small index types: the gathers below run over every element of every step.
-    elem = np.asarray(f["elem"]).astype(np.uint8) & (len(ints) - 1)
-    if "l3" in fields:                      # item i in micro-group i // (n / n3), and so on
-        n, n3, n2 = fields["elem"].count, fields["l3"].count, fields["l2"].count
-        l3 = np.asarray(f["l3"]).astype(np.uint8)
-        l2 = np.repeat(np.asarray(f["l2"]).astype(np.uint8), n3 // n2, axis=-1)
-        sh = np.repeat(l3 + l2, n // n3, axis=-1)
-        v = _S1P2_SHIFTED[elem * np.uint8(_SHIFTS) + sh]
-    else:
-        v = ints[elem]
+    v = golden(_fmt_of(spec)).decode_elements(f, spec)
     if "pos" in fields:
         v = _scatter24(spec, v, np.asarray(f["pos"], dtype=np.intp))
     scale = np.asarray(f["scale"], dtype=np.int64)
@@ -900,17 +892,24 @@ def gemm(a_qt, w_qt, r=None, *, scaled=False, row_chunk=None, accum="window",
             nan = np.broadcast_to(nan, (mc, N)).reshape(-1)
             acc = step(acc, P, E, nan)
         out[ms] = acc.reshape(mc, N)
-    if scaled and fmt == "nvfp4":
+    if scaled and golden(fmt).has_tensor_scale:
         out = scale_result(out, a_qt.fields["tensor_scale"], w_qt.fields["tensor_scale"])
     return out
+
+
+def _packed_24(fmt):
+    """Whether GEMM takes ``fmt``'s packed 2:4 residual as a dict: one 2:4 block a step, so
+    the packed fields of a tensor are already its steps."""
+    return "2:4" in RESIDUALS[fmt] and residual_layout(fmt, "2:4").blocks == 1
 
 
 def _residual_ints(fmt, r, a_qt):
     if hasattr(r, "residual") and not isinstance(r, dict):
         r = r.residual
-    if isinstance(r, dict):                      # packed 2:4 fields (HiF4)
-        if fmt != "hif4":
-            raise ValueError("packed 2:4 residual fields are HiF4 only")
+    if isinstance(r, dict):                      # packed 2:4 fields (one block a step)
+        if not _packed_24(fmt):
+            ok = [f for f in FORMATS_DOT if _packed_24(f)]
+            raise ValueError(f"packed 2:4 residual fields are for {', '.join(ok)} only")
         f = {k: np.asarray(v) for k, v in r.items()}
         if f["scale"].shape != a_qt.fields["scale"].shape:
             raise ValueError("residual must match A's blocks")

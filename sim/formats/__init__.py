@@ -3,10 +3,15 @@
 >>> from sim.formats import quantize, fake_quantize
 >>> qt = quantize(x, "hif4", axis=-1)        # doctest: +SKIP
 >>> y = qt.dequantize()                      # == fake_quantize(x, "hif4")   # doctest: +SKIP
+
+Every format is one :class:`~sim.formats.registry.GoldenFormat` (:func:`golden`), registered
+with :func:`register`.
 """
 
 from hif4spec.formats import FORMATS, STEP_ELEMS
 from .tensor import QuantizedTensor, dequantize, fake_quantize, from_bytes, quantize
+from . import builtin  # noqa: F401  (registers the built-in formats)
+from .registry import golden, register, registered
 
 __all__ = [
     "FORMATS",
@@ -16,4 +21,7 @@ __all__ = [
     "fake_quantize",
     "dequantize",
     "from_bytes",
+    "golden",
+    "register",
+    "registered",
 ]

@@ -108,7 +108,11 @@ def int_decode(name):
     bit 7) are ignored. Exponent field 0 has no implicit leading 1 when the type has
     subnormals or no exponent field at all (S1P2 is fixed point, its one binade subnormal).
     """
-    neg, mag, exp, nan = _int_fields(ELEMENT_TYPES[name])
+    t = ELEMENT_TYPES.get(name) if isinstance(name, str) else None
+    if t is None or t.exp_bits + t.man_bits == 0:          # HIF8 is tapered
+        raise ValueError(f"int_decode takes an IEEE-like element type of "
+                         f"hif4spec.ELEMENT_TYPES, not {name!r}")
+    neg, mag, exp, nan = _int_fields(t)
     return np.where(neg, -mag, mag), exp, nan
 
 

@@ -5,13 +5,9 @@ from math import ceil, prod
 
 import numpy as np
 
-from . import bf16 as _bf16
-from . import hif4 as _hif4
-from . import hif8 as _hif8
-from . import mxfp4 as _mxfp4
-from . import nvfp4 as _nvfp4
 from . import packing
 from .codecs import round_to_dtype
+from .registry import golden
 from hif4spec.formats import FORMATS
 
 __all__ = [
@@ -22,10 +18,6 @@ __all__ = [
     "from_bytes",
     "SUPPORTED_DTYPES",
 ]
-
-_BLOCK_MODULES = {"hif4": _hif4, "mxfp4": _mxfp4, "nvfp4": _nvfp4}
-_ELEMENT_MODULES = {"hif8": _hif8, "bf16": _bf16}
-_OPTIONS = {"hif4": {}, "mxfp4": {}, "nvfp4": {"tensor_scale": True}, "hif8": {}, "bf16": {}}
 
 #: Elements processed per chunk by the block quantizers (keeps temporaries in cache).
 CHUNK_ELEMS = 1 << 16
@@ -39,13 +31,12 @@ SUPPORTED_DTYPES = "float16, bfloat16 (ml_dtypes), float32 or float64"
 
 
 def _check_fmt(fmt):
-    if not isinstance(fmt, str) or fmt not in FORMATS:
-        raise ValueError(f"Format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    golden(fmt)
     return fmt
 
 
 def _check_options(fmt, options):
-    allowed = _OPTIONS[fmt]
+    allowed = golden(fmt).default_options
     unknown = sorted(set(options) - set(allowed))
     if unknown:
         names = ", ".join(allowed) or "none"
@@ -146,7 +137,8 @@ class QuantizedTensor:
     Attributes
     ----------
     fmt : str
-        "hif4", "mxfp4", "nvfp4", "hif8" or "bf16".
+        A registered format (``sim.formats.registry``): "hif4", "mxfp4", "nvfp4", "hif8",
+        "bf16".
     shape : tuple
         Original shape.
     axis : int
@@ -158,10 +150,10 @@ class QuantizedTensor:
         axis removed and ``nb`` the number of blocks along the padded axis. hif4: ``elem``
         (.., 64) uint8, ``l3`` (.., 16), ``l2`` (.., 8), ``scale`` (..) E6M2; mxfp4:
         ``elem`` (.., 32), ``scale`` E8M0; nvfp4: ``elem`` (.., 16), ``scale`` UE4M3,
-        ``tensor_scale`` 0-d float32. hif8: ``code`` uint8, bf16: ``code`` uint16, both of
+        ``tensor_scale`` 0-d float32 (every format with that option). hif8: ``code`` uint8, bf16: ``code`` uint16, both of
         the original shape.
     options : dict
-        Format options (nvfp4: ``tensor_scale``).
+        Format options (``FormatSpec.options``; nvfp4: ``tensor_scale``).
     """
 
     def __init__(self, fmt, shape, axis, dtype, fields, options=None):
@@ -184,15 +176,14 @@ class QuantizedTensor:
 
     def decoded(self):
         """Exact float64 values in the original shape (no rounding to ``dtype``)."""
-        if self.fmt in _ELEMENT_MODULES:
-            return _ELEMENT_MODULES[self.fmt].dequantize_elements(self.fields)
+        fmt = golden(self.fmt)
+        if fmt.elementwise:
+            return fmt.dequantize(self.fields)
         block = self.spec.block
         flat = {k: v.reshape((-1,) + v.shape[len(self.lead) + 1:])
                 for k, v in self.fields.items() if k != "tensor_scale"}
-        if self.fmt == "nvfp4":
-            v = _nvfp4.dequantize_groups(flat, self.fields["tensor_scale"])
-        else:
-            v = _BLOCK_MODULES[self.fmt].dequantize_groups(flat)
+        t = (self.fields["tensor_scale"],) if fmt.has_tensor_scale else ()
+        v = fmt.dequantize(flat, *t)
         return _unblock(v, self.shape, self.axis, block)
 
     def dequantize(self):
@@ -203,13 +194,13 @@ class QuantizedTensor:
     def to_bytes(self):
         """Serialize in the spec's packed layout (section 1, "Packed tensors as bytes")."""
         spec = self.spec
-        if self.fmt in _ELEMENT_MODULES:        # one block per element, in C order
+        if golden(self.fmt).elementwise:        # one block per element, in C order
             flat = {k: np.reshape(v, (-1,)) for k, v in self.fields.items()}
         else:
             flat = {k: v.reshape((-1,) + v.shape[len(self.lead) + 1:])
                     for k, v in self.fields.items() if k != "tensor_scale"}
         body = packing.pack(spec, flat).tobytes()
-        if self.fmt == "nvfp4":
+        if golden(self.fmt).has_tensor_scale:
             t = np.asarray(self.fields["tensor_scale"], dtype="<f4").reshape(())
             return t.tobytes() + body
         return body
@@ -240,28 +231,29 @@ def quantize(x, fmt, axis=-1, **options):
     x : array_like
         float16, bfloat16 (ml_dtypes), float32 or float64, any shape.
     fmt : str
-        "hif4", "mxfp4", "nvfp4", "hif8" or "bf16".
+        A registered format: "hif4", "mxfp4", "nvfp4", "hif8", "bf16".
     axis : int
         Quantization (reduction) axis for the block formats.
     tensor_scale : bool, optional
-        nvfp4 only: use the per-tensor FP32 scale T (default True).
+        Formats with that option (nvfp4): use the per-tensor FP32 scale T (default True).
     """
     fmt = _check_fmt(fmt)
     options = _check_options(fmt, options)
     x = _as_input(x)
     axis = _check_axis(axis, x.ndim, fmt)
-    if fmt in _ELEMENT_MODULES:
-        fields = _elementwise(_ELEMENT_MODULES[fmt].quantize_elements, x)
+    g = golden(fmt)
+    if g.elementwise:
+        fields = _elementwise(g.quantize, x)
         return QuantizedTensor(fmt, x.shape, axis, x.dtype, fields, options)
     spec = FORMATS[fmt]
     xg, lead, nb = _block_view(x, axis, spec.block)
-    if fmt == "nvfp4":
-        t = _nvfp4.tensor_scale(x, options["tensor_scale"])
-        fields = _run_groups(_nvfp4.quantize_groups, xg, spec.block, float(t))
+    if g.has_tensor_scale:
+        t = g.tensor_scale(x, options["tensor_scale"])
+        fields = _run_groups(g.quantize, xg, spec.block, float(t))
     else:
-        fields = _run_groups(_BLOCK_MODULES[fmt].quantize_groups, xg, spec.block)
+        fields = _run_groups(g.quantize, xg, spec.block)
     fields = {k: v.reshape(lead + (nb,) + v.shape[1:]) for k, v in fields.items()}
-    if fmt == "nvfp4":
+    if g.has_tensor_scale:
         fields["tensor_scale"] = t
     return QuantizedTensor(fmt, x.shape, axis, x.dtype, fields, options)
 
@@ -281,17 +273,17 @@ def fake_quantize(x, fmt, axis=-1, **options):
     options = _check_options(fmt, options)
     x = _as_input(x)
     axis = _check_axis(axis, x.ndim, fmt)
-    if fmt in _ELEMENT_MODULES:
-        return _elementwise(_ELEMENT_MODULES[fmt].fake_quantize_elements, x)
-    module = _BLOCK_MODULES[fmt]
+    g = golden(fmt)
+    if g.fake_quantize is None:
+        return quantize(x, fmt, axis, **options).dequantize()
+    if g.elementwise:
+        return _elementwise(g.fake_quantize, x)
     block = FORMATS[fmt].block
     xg, lead, nb = _block_view(x, axis, block)
     out = np.empty(xg.shape, dtype=x.dtype)
-    args = ()
-    if fmt == "nvfp4":
-        args = (float(_nvfp4.tensor_scale(x, options["tensor_scale"])),)
+    args = g.scale_args(x, options)
     for sl in _chunks(xg.shape[0], block):
-        module.fake_quantize_groups(xg[sl], out[sl], *args)
+        g.fake_quantize(xg[sl], out[sl], *args)
     y = _unblock(out, x.shape, axis, block)
     return y if y.flags.c_contiguous else y.copy(order="C")
 
@@ -310,7 +302,8 @@ def from_bytes(data, fmt, shape, axis=-1, dtype=np.float32, **options):
     data = np.frombuffer(data, dtype=np.uint8)
     spec = FORMATS[fmt]
     count = prod(shape)
-    if fmt in _ELEMENT_MODULES:
+    gf = golden(fmt)
+    if gf.elementwise:
         size = spec.block_bytes * count
         if data.size != size:
             raise ValueError(f"{fmt} bytes for shape {shape} must be {size} bytes long, "
@@ -321,7 +314,7 @@ def from_bytes(data, fmt, shape, axis=-1, dtype=np.float32, **options):
     lead = shape[:axis] + shape[axis + 1:]
     nb = ceil(shape[axis] / spec.block)
     g = prod(lead) * nb
-    header = 4 if fmt == "nvfp4" else 0
+    header = 4 if gf.has_tensor_scale else 0
     size = header + g * spec.block_bytes
     if data.size != size:
         raise ValueError(f"{fmt} bytes for shape {shape} along axis {axis} must be {size} "
@@ -329,6 +322,6 @@ def from_bytes(data, fmt, shape, axis=-1, dtype=np.float32, **options):
                          f"{' after a 4-byte T' if header else ''}), not {data.size}")
     fields = packing.unpack(spec, data[header:].reshape(g, spec.block_bytes))
     fields = {k: v.reshape(lead + (nb,) + v.shape[1:]) for k, v in fields.items()}
-    if fmt == "nvfp4":
+    if gf.has_tensor_scale:
         fields["tensor_scale"] = data[:4].view("<f4").astype(np.float32).reshape(())
     return QuantizedTensor(fmt, shape, axis, dtype, fields, options)
