@@ -14,7 +14,9 @@ tests).
 
 import numpy as np
 
-from hif4spec import operand_layout, step_layout
+from hif4spec import operand_layout, residual_layout, step_layout, unit_spec
+
+from sim.formats.registry import golden, register
 
 from .checked import checked_cases, e6m2_code
 from .streams import fields, layouts, loop as _loop, scale_code, single as _single, \
@@ -120,20 +122,25 @@ def _operand(unit, n, *, elem=0, scale=None):
                   scale=scale_code(unit, "one") if scale is None else scale)
 
 
-def _residual(residual, n, *, elem=0, scale=127):
+def _residual(unit, residual, n, *, elem=0, scale=127):
+    """A residual of ``n`` steps of block-format ``unit``: None, a dense operand, or packed
+    2:4 with kept positions 0 and 3 of every micro-group."""
     if residual == "none":
         return None
     if residual == "dense":
-        return _operand("mxfp4", n, elem=elem, scale=scale)
-    return fields(step_layout("mxfp4-2:4"), n, elem=elem, pos=[0, 3] * 8, scale=scale)
+        return _operand(unit, n, elem=elem, scale=scale)
+    lay = residual_layout(unit_spec(unit).fmt, residual)
+    return fields(lay, n, elem=elem, pos=[0, 3] * (lay.shape("pos")[-1] // 2), scale=scale)
 
 
-def _common_cases(unit, residual):
-    """Cases that read the same for both formats (E2M1 elements, a scale per block)."""
+def _common_cases(unit, residual, mark_nan=None):
+    """Cases that read the same for both formats (E2M1 elements, a scale per block);
+    ``mark_nan(a, w)`` adds format-specific codes to the ``nan_scale`` case."""
     cases = []
     rng = np.random.default_rng(4242)
-    res = (lambda n, **kw: _residual(residual, n, **kw)) if unit == "mxfp4" else (
-        lambda n, **kw: None)
+
+    def res(n, **kw):
+        return _residual(unit, residual, n, **kw)
 
     # All-zero elements under every scale code (NaN codes included): +0 or NaN.
     n = 256
@@ -169,9 +176,8 @@ def _common_cases(unit, residual):
     r = res(n, elem=1)
     a["scale"][1, 0] = scale_code(unit, "nan")
     w["scale"][3, -1] = scale_code(unit, "nan")
-    if unit == "nvfp4":
-        a["scale"][4, 2] = 0xFF                  # bit 7 set: still NaN (low bits 0x7F)
-        w["scale"][6, 1] = 0x80 | scale_code(unit, "one")     # bit 7 set on a finite code: ignored
+    if mark_nan is not None:
+        mark_nan(a, w)
     if r is not None:
         r["scale"][6, 1] = 0xFF
     first = np.array([1, 0, 0, 1, 1, 0, 1, 1], dtype=bool)
@@ -202,7 +208,7 @@ def mxfp4_cases(residual):
     a["scale"][:, 1] = w["scale"][:, 1] = [0, 0, 0, 53]
     w["elem"][1, 0, 0] = 9                                 # -0.5
     a["elem"][1, 1, 0] = 0
-    cases.append(("far_apart_blocks", _stream(a, w, _residual(residual, n, scale=0),
+    cases.append(("far_apart_blocks", _stream(a, w, _residual("mxfp4", residual, n, scale=0),
                                               *_single(n))))
 
     # Two huge block sums (36 * 2**254 and its negative) cancel exactly: +0, or with a
@@ -212,7 +218,7 @@ def mxfp4_cases(residual):
     a["elem"][:, 0, 0] = w["elem"][:, 0, 0] = 7
     a["elem"][:, 1, 0] = 15
     w["elem"][:, 1, 0] = 7
-    r = _residual(residual, n, scale=0)
+    r = _residual("mxfp4", residual, n, scale=0)
     if r is not None:
         r["elem"][:, 0, 0] = 1                              # position 0 (2:4 pos 0 too)
     cases.append(("huge_cancel", _stream(a, w, r, [1, 1], [1, 1])))
@@ -222,16 +228,21 @@ def mxfp4_cases(residual):
         n = 16
         rng = np.random.default_rng(99)
         a, w = _operand("mxfp4", n, elem=2), _operand("mxfp4", n, elem=3)
-        r = _residual(residual, n, elem=5, scale=125)
+        r = _residual("mxfp4", residual, n, elem=5, scale=125)
         r["pos"][:] = rng.integers(0, 4, (n, 2, 1), dtype=np.uint8)  # all on one position
         w["elem"][:] = rng.integers(0, 16, w["elem"].shape, dtype=np.uint8)
         cases.append(("duplicate_positions", _stream(a, w, r, *_loop(n))))
     return cases + _mxfp4_loops(residual)
 
 
+def _nvfp4_bit7(a, w):
+    a["scale"][4, 2] = 0xFF                  # bit 7 set: still NaN (low bits 0x7F)
+    w["scale"][6, 1] = 0x80 | scale_code("nvfp4", "one")     # bit 7 set on a finite code: ignored
+
+
 def nvfp4_cases(residual):
     """Named NVFP4 streams (see the names)."""
-    cases = _common_cases("nvfp4", residual)
+    cases = _common_cases("nvfp4", residual, _nvfp4_bit7)
 
     # Subnormal and zero UE4M3 scales: every code 0..7 on both sides, one product each.
     n = 64
@@ -410,7 +421,7 @@ def _mxfp4_loops(residual):
     cases = []
 
     def steps(n):
-        return _operand("mxfp4", n), _operand("mxfp4", n), _residual(residual, n, scale=0)
+        return _operand("mxfp4", n), _operand("mxfp4", n), _residual("mxfp4", residual, n, scale=0)
 
     # Large steps cancelling exactly to +0 (9 * 2**113 in two blocks, plus the residual's
     # 36 * 2**95 per element, one FP32 value), then the smallest scales: 2**-149 + 2**-256
@@ -563,13 +574,16 @@ def element_pair_stream(unit):
     return _stream(a, w, None, *_single(n))
 
 
-_EDGE = {"hif4": hif4_cases, "mxfp4": mxfp4_cases, "nvfp4": nvfp4_cases}
+register("hif4", edge_cases=hif4_cases)
+register("mxfp4", edge_cases=mxfp4_cases)
+register("nvfp4", edge_cases=nvfp4_cases)
 
 
 def edge_cases(unit, residual="none"):
-    """``[(name, stream), ...]``: the edge cases of ``unit`` (no hand-derived words)."""
+    """``[(name, stream), ...]``: the edge cases of ``unit`` (no hand-derived words), the
+    ``edge_cases`` of its format object (``sim.formats.registry``)."""
     layouts(unit, residual)
-    return _EDGE[unit](residual)
+    return golden(unit_spec(unit).fmt).need("edge_cases")(residual)
 
 
 def named_cases(unit, residual="none"):

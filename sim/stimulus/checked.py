@@ -13,7 +13,9 @@ the golden words against them before the RTL is checked against the golden words
 
 import numpy as np
 
-from hif4spec import ELEMENT_TYPES, operand_layout, step_layout
+from hif4spec import ELEMENT_TYPES, operand_layout, step_layout, unit_spec
+
+from sim.formats.registry import golden, register
 
 from .streams import fields, layouts, scale_code, stream
 
@@ -65,12 +67,21 @@ def _stream(name, a, w, first, r=None, expect=()):
     return name, stream(a, w, r, first, np.ones_like(first), dict(expect))
 
 
-def _zero_residual(fmt, residual, n):
+def _zero_residual(residual, n, dense):
+    """A zero residual of ``n`` steps: packed 2:4 (HiF4), ``dense(n)``, or None."""
     if residual == "2:4":
         return _r24(n)
     if residual == "dense":
-        return _hif4(n, scale=e6m2_code(-48)) if fmt == "hif4" else _blocks(fmt, n)
+        return dense(n)
     return None
+
+
+def _hif4_zero_dense(n):
+    return _hif4(n, scale=e6m2_code(-48))
+
+
+def _mxfp4_zero_dense(n):
+    return _blocks("mxfp4", n)
 
 
 def _hif4_streams(residual):
@@ -108,7 +119,7 @@ def _hif4_streams(residual):
                        expect={0: 0x3F800000, 1: NAN, 2: NAN, 3: NAN, 4: 0x3F800000}))
     n0 = len(out)
     for _, s in out[:n0]:
-        s["r"] = _zero_residual("hif4", residual, len(s["first"]))
+        s["r"] = _zero_residual(residual, len(s["first"]), _hif4_zero_dense)
     if residual == "none":
         return out
     # residual cases: main cancels acc exactly; a residual 2**-35 (65 binades below) stays
@@ -134,7 +145,7 @@ def _hif4_streams(residual):
     # NaN residual scale
     a = _hif4(3, [(s, 0, 4) for s in range(3)])
     w = _hif4(3, [(s, 0, 4) for s in range(3)])
-    r = _zero_residual("hif4", residual, 3)
+    r = _zero_residual(residual, 3, _hif4_zero_dense)
     r["scale"][1] = 0xFF
     out.append(_stream("nan_residual_scale", a, w, [1, 0, 1], r,
                        expect={0: 0x3F800000, 1: NAN, 2: 0x3F800000}))
@@ -202,7 +213,7 @@ def _mxfp4_streams(residual):
                              for i in range(31)], scales=(60, 62))
     out.append(_stream("subnormal_sums", a, w, [1, 0]))
     for _, s in out:
-        s["r"] = _zero_residual("mxfp4", residual, len(s["first"])) \
+        s["r"] = _zero_residual(residual, len(s["first"]), _mxfp4_zero_dense) \
             if residual == "dense" else None
     if residual == "dense":
         # main 2**125 then -2**125; the residual 2**-129 (254 binades below) is what is left
@@ -252,12 +263,23 @@ def checked_cases(unit, residual="none"):
     """``[(name, stream), ...]``: the hand-checked streams of ``unit`` with ``residual``.
 
     Every stream has ``last`` set on every step and ``expect`` ({step: FP32 word}) where the
-    word was derived by hand. MXFP4 with the 2:4 residual has none here (its named checks
-    are in ``tests/hwgen/test_hwgen_mxfp4_r24_golden.py``).
+    word was derived by hand. The streams are the ``checked_cases`` of the unit's format
+    object (``sim.formats.registry``; ``ValueError`` where it registers none). MXFP4 with the
+    2:4 residual has none here (its named checks are in
+    ``tests/hwgen/test_hwgen_mxfp4_r24_golden.py``).
     """
     layouts(unit, residual)
-    if unit == "hif4":
-        return _hif4_streams(residual)
-    if unit == "mxfp4":
-        return [] if residual == "2:4" else _mxfp4_streams(residual)
+    return golden(unit_spec(unit).fmt).need("checked_cases")(residual)
+
+
+def _mxfp4_checked(residual):
+    return [] if residual == "2:4" else _mxfp4_streams(residual)
+
+
+def _nvfp4_checked(residual):
     return _nvfp4_streams()
+
+
+register("hif4", checked_cases=_hif4_streams)
+register("mxfp4", checked_cases=_mxfp4_checked)
+register("nvfp4", checked_cases=_nvfp4_checked)

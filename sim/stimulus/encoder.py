@@ -26,8 +26,10 @@ NVFP4 tensor scale T of each group, or None for the other formats. It may also c
 
 import numpy as np
 
-from hif4spec import (STEP_ELEMS, output_fields, payload_fields, residual_layout, step_layout,
-                      unit_spec)
+from hif4spec import (STEP_ELEMS, operand_layout, output_fields, payload_fields,
+                      residual_layout, step_layout, unit_spec)
+
+from sim.formats.registry import EncoderHooks, golden, register
 
 __all__ = ["KINDS", "random_groups", "named_groups", "encoder_stream", "concat_groups",
            "take_groups", "pack_beats", "expected_outputs", "bf16_codes", "tensor_scale_bits"]
@@ -71,10 +73,10 @@ def _gauss(rng, n, exps):
         return bf16_codes(v)
 
 
-def _random_t(rng, x):
-    """A tensor scale per group: the group's own (amax / 2688, as the golden model's per
-    tensor T), a random normal float with a full 24-bit significand, or a power of two."""
-    from sim.formats.nvfp4 import tensor_scale
+def _random_t(rng, x, fmt):
+    """A tensor scale per group: the group's own (format ``fmt``'s per-tensor T of the
+    group), a random normal float with a full 24-bit significand, or a power of two."""
+    tensor_scale = golden(fmt).tensor_scale
 
     g = len(x)
     out = np.empty(g, dtype=np.float32)
@@ -100,8 +102,13 @@ def random_groups(unit, n, rng, *, kinds=KINDS):
         idx = np.flatnonzero(which == j)
         if len(idx):
             x[idx] = _draw(kind, len(idx), rng, fmt)
-    t = _random_t(rng, x) if fmt == "nvfp4" else None
+    t = _random_t(rng, x, fmt) if golden(fmt).has_tensor_scale else None
     return {"x": x, "t": t}
+
+
+def _hooks(fmt):
+    """The encoder stimulus hooks of format ``fmt`` (``GoldenFormat.encoder``)."""
+    return golden(fmt).need("encoder")
 
 
 def _draw(kind, n, rng, fmt):
@@ -125,8 +132,7 @@ def _draw(kind, n, rng, fmt):
         with np.errstate(over="ignore"):
             return bf16_codes(v)
     if kind == "underflow":                      # the residual falls below the least scale
-        lo = {"hif4": (-52, -38), "mxfp4": (-133, -118), "nvfp4": (-133, -100)}[fmt]
-        return _gauss(rng, n, rng.integers(*lo, n))
+        return _gauss(rng, n, rng.integers(*_hooks(fmt).underflow_exps, n))
     if kind == "zero":
         return (rng.integers(0, 2, (n, e)) << 15).astype(np.uint16)
     if kind == "subnormal":                      # BF16 subnormals, zeros, a few normals
@@ -150,7 +156,7 @@ def _draw(kind, n, rng, fmt):
         from sim.formats import fake_quantize
 
         c = _gauss(rng, n, rng.integers(-40, 40, n))
-        if fmt == "nvfp4":
+        if not _hooks(fmt).exact_groups:
             return c
         return bf16_codes(fake_quantize(_values(c).astype(np.float32), fmt, axis=1))
     if kind == "sparse":                         # mostly zeros: 2:4 picks among zeros
@@ -190,16 +196,23 @@ def _neighbours(codes, k=2):
     return np.unique(out).astype(np.uint16)
 
 
-def _boundaries(fmt):
-    """BF16 codes of group maxima on and around every scale boundary of ``fmt``."""
-    if fmt == "hif4":
-        from sim.formats.hif4 import _SCALE_THRESHOLDS
+# Per format: BF16 codes of group maxima on and around every scale boundary, and groups whose
+# elements sit on the element rounding midpoints of their scale (EncoderHooks).
 
-        thr = _SCALE_THRESHOLDS[np.isfinite(_SCALE_THRESHOLDS) & (_SCALE_THRESHOLDS < 3e38)]
-        return _neighbours(bf16_codes(thr))
-    if fmt == "mxfp4":                           # amax at and below every power of two
-        return _neighbours(np.arange(1, 255) << 7, 1)
-    # NVFP4 with T = 1: amax / 6 on every UE4M3 value and rounding midpoint
+
+def _hif4_boundaries():
+    from sim.formats.hif4 import _SCALE_THRESHOLDS
+
+    thr = _SCALE_THRESHOLDS[np.isfinite(_SCALE_THRESHOLDS) & (_SCALE_THRESHOLDS < 3e38)]
+    return _neighbours(bf16_codes(thr))
+
+
+def _mxfp4_boundaries():                        # amax at and below every power of two
+    return _neighbours(np.arange(1, 255) << 7, 1)
+
+
+def _nvfp4_boundaries():
+    """NVFP4 with T = 1: amax / 6 on every UE4M3 value and rounding midpoint."""
     from sim.formats.codecs import UE4M3_VALUES
 
     grid = np.unique(UE4M3_VALUES[np.isfinite(UE4M3_VALUES)])
@@ -207,18 +220,24 @@ def _boundaries(fmt):
     return _neighbours(bf16_codes(6.0 * mids), 1)
 
 
-def _ties(fmt, rng):
-    """Groups whose elements sit on the element rounding midpoints of their scale."""
+def _hif4_ties(rng):
     out = []
-    for e in range(-40, 41, 4):
-        if fmt == "hif4":                        # Vmax = 7 * 2^e: S = 2^e, b = c = 1 there
-            top = 7.0 * 2.0 ** e
-            half = (rng.integers(0, 7, (6, STEP_ELEMS)) + 0.5) * 2.0 ** e
-            half = half * np.exp2(-rng.integers(0, 3, (6, STEP_ELEMS)).astype(np.float64))
-        else:                                    # amax = 6 * 2^e: X = 2^e (MXFP4), T = 1
-            top = 6.0 * 2.0 ** e
-            mids = np.array([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0])
-            half = rng.choice(mids, (6, STEP_ELEMS)) * 2.0 ** e
+    for e in range(-40, 41, 4):                  # Vmax = 7 * 2^e: S = 2^e, b = c = 1 there
+        top = 7.0 * 2.0 ** e
+        half = (rng.integers(0, 7, (6, STEP_ELEMS)) + 0.5) * 2.0 ** e
+        half = half * np.exp2(-rng.integers(0, 3, (6, STEP_ELEMS)).astype(np.float64))
+        half = half * rng.choice([-1.0, 1.0], half.shape)
+        half[:, 0] = top
+        out.append(bf16_codes(half))
+    return np.concatenate(out)
+
+
+def _e2m1_ties(rng):
+    out = []
+    for e in range(-40, 41, 4):                  # amax = 6 * 2^e: X = 2^e (MXFP4), T = 1
+        top = 6.0 * 2.0 ** e
+        mids = np.array([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0])
+        half = rng.choice(mids, (6, STEP_ELEMS)) * 2.0 ** e
         half = half * rng.choice([-1.0, 1.0], half.shape)
         half[:, 0] = top
         out.append(bf16_codes(half))
@@ -228,6 +247,8 @@ def _ties(fmt, rng):
 def named_groups(unit, residual="none", *, seed=0):
     """``[(name, group set), ...]``: the named cases of encoder ``unit``."""
     fmt = _fmt(unit)
+    hooks = _hooks(fmt)
+    tensor_scale = golden(fmt).has_tensor_scale
     rng = np.random.default_rng(seed)
     cases = []
     specials = np.array(list(_SPECIALS.values()), dtype=np.uint16)
@@ -239,30 +260,44 @@ def named_groups(unit, residual="none", *, seed=0):
     cases.append(("special_in_normal_groups", normal))
     tiny = _around(np.array([0x0001, 0x8001, 0x007F, 0x0080, 0x0100], dtype=np.uint16), rng)
     cases.append(("subnormal_groups", tiny))
-    cases.append(("vmax_on_scale_boundaries", _around(_boundaries(fmt), rng)))
-    cases.append(("element_rounding_ties", _ties(fmt, rng)))
+    cases.append(("vmax_on_scale_boundaries", _around(hooks.boundaries(), rng)))
+    cases.append(("element_rounding_ties", hooks.ties(rng)))
     out = _gauss(rng, 16, rng.integers(-100, 80, 16))
     v = _values(out).astype(np.float64)
     v[:, 5] = np.abs(v).max(axis=1) * 2.0 ** 20
     cases.append(("single_outlier_2^20", bf16_codes(v)))
-    lo = {"hif4": -46, "mxfp4": -126, "nvfp4": -120}[fmt]
-    cases.append(("residual_underflow", _gauss(rng, 16, np.full(16, lo))))
+    cases.append(("residual_underflow",
+                  _gauss(rng, 16, np.full(16, hooks.residual_underflow_exp))))
     out = []
     for name, x in cases:
         t = None
-        if fmt == "nvfp4":
+        if tensor_scale:
             t = tensor_scale_bits(np.ones(len(x), dtype=np.float32))
         out.append((name, {"x": x.astype(np.uint16), "t": t}))
-    if fmt == "nvfp4":
-        x = _gauss(rng, 24, rng.integers(-60, 60, 24))
-        t = np.array([2.0 ** -126, 2.0 ** 127, 1 + 2.0 ** -23, 2 - 2.0 ** -23] * 6)
-        t[8:] = np.clip(t[8:] * np.exp2(rng.integers(-60, 60, 16)), 2.0 ** -126, 2.0 ** 127)
-        out.append(("tensor_scale_clamps_and_full_significands",
-                    {"x": x, "t": tensor_scale_bits(t)}))
-        amax = np.float32(6.0 * 448 * 2)        # amax / 6 / T far above 448: clamped
-        x = _around(bf16_codes(np.full(4, amax)), rng)
-        out.append(("block_scale_above_448", {"x": x, "t": tensor_scale_bits(np.ones(4))}))
+    if hooks.extra_groups is not None:
+        out += hooks.extra_groups(rng)
     return out
+
+
+def _nvfp4_groups(rng):
+    """NVFP4's further named groups: tensor scales at the clamps and with full significands,
+    block scales clamped at 448."""
+    out = []
+    x = _gauss(rng, 24, rng.integers(-60, 60, 24))
+    t = np.array([2.0 ** -126, 2.0 ** 127, 1 + 2.0 ** -23, 2 - 2.0 ** -23] * 6)
+    t[8:] = np.clip(t[8:] * np.exp2(rng.integers(-60, 60, 16)), 2.0 ** -126, 2.0 ** 127)
+    out.append(("tensor_scale_clamps_and_full_significands",
+                {"x": x, "t": tensor_scale_bits(t)}))
+    amax = np.float32(6.0 * 448 * 2)        # amax / 6 / T far above 448: clamped
+    x = _around(bf16_codes(np.full(4, amax)), rng)
+    out.append(("block_scale_above_448", {"x": x, "t": tensor_scale_bits(np.ones(4))}))
+    return out
+
+
+register("hif4", encoder=EncoderHooks((-52, -38), -46, _hif4_boundaries, _hif4_ties))
+register("mxfp4", encoder=EncoderHooks((-133, -118), -126, _mxfp4_boundaries, _e2m1_ties))
+register("nvfp4", encoder=EncoderHooks((-133, -100), -120, _nvfp4_boundaries, _e2m1_ties,
+                                       _nvfp4_groups, exact_groups=False))
 
 
 def concat_groups(sets):
@@ -325,9 +360,9 @@ def pack_beats(manifest, unit, s, lanes=None, *, seed=0):
     if xw != 2 * lanes:
         raise ValueError(f"payload field 'x' has {8 * xw} bits, not {16 * lanes}")
     out[:, :, xo:xo + xw] = x.astype("<u2").view(np.uint8).reshape(g, n, xw)
-    if fmt == "nvfp4":
+    if golden(fmt).has_tensor_scale:
         if s["t"] is None:
-            raise ValueError("NVFP4 groups need a tensor scale t per group")
+            raise ValueError(f"{golden(fmt).title} groups need a tensor scale t per group")
         to = fields["t"]["offset"] // 8
         rng = np.random.default_rng(seed)
         t = rng.integers(0, 1 << 32, (g, n), dtype=np.uint64).astype(np.uint32)
@@ -344,35 +379,35 @@ def _step_ints(layout_name, fields, g):
     return dot.pack_steps(layout_name, shaped)
 
 
-def _nvfp4_fields(x, t):
-    """NVFP4 fields of groups ``x`` (G, 64) float32, each with its own T (``t`` floats)."""
-    from sim.formats.nvfp4 import quantize_groups
-
+def _scaled_fields(fmt, x, t):
+    """Operand step fields of groups ``x`` (G, 64) float32 in format ``fmt`` (one with a
+    tensor scale), each group with its own T (``t`` floats)."""
+    gf = golden(fmt)
+    lay = operand_layout(fmt)
     g = len(x)
-    elem = np.zeros((g, 4, 16), dtype=np.uint8)
-    scale = np.zeros((g, 4), dtype=np.uint8)
+    out = {k: np.zeros((g,) + lay.shape(k), dtype=np.uint8) for k in lay.fields}
     for tv in np.unique(t):
         idx = np.flatnonzero(t == tv)
-        f = quantize_groups(x[idx].reshape(-1, 16), float(tv))
-        elem[idx] = f["elem"].reshape(len(idx), 4, 16)
-        scale[idx] = f["scale"].reshape(len(idx), 4)
-    return {"elem": elem, "scale": scale}
+        f = gf.quantize(x[idx].reshape(-1, gf.spec.block), float(tv))
+        for k in lay.fields:
+            out[k][idx] = f[k].reshape((len(idx),) + lay.shape(k))
+    return out
 
 
 def expected_outputs(unit, residual, s):
     """The golden ``o__payload`` of every group of ``s``: a list of ints, ``q`` in the low
     bits and ``r`` (if any) above it (``hif4spec.output_fields``)."""
     from sim.formats import quantize
-    from sim.formats.resq import pack_24, resq
+    from sim.formats.resq import resq
 
     fmt = _fmt(unit)
     x = _values(s["x"])
     g = len(x)
-    if fmt == "nvfp4":
+    if golden(fmt).has_tensor_scale:
         if residual != "none":
-            raise ValueError("the NVFP4 encoder emits no residual")
+            raise ValueError(f"the {golden(fmt).title} encoder emits no residual")
         t = np.asarray(s["t"], dtype=np.uint32).view(np.float32)
-        q = _step_ints("nvfp4", _nvfp4_fields(x.astype(np.float32), t), g)
+        q = _step_ints(fmt, _scaled_fields(fmt, x.astype(np.float32), t), g)
         return q
     q = _step_ints(fmt, quantize(x, fmt, axis=1).fields, g)
     if residual == "none":
@@ -380,12 +415,8 @@ def expected_outputs(unit, residual, s):
     res = resq(x, fmt, residual, axis=1).residual
     if residual == "dense":
         rf = res.fields
-    elif fmt == "hif4":
-        rf = pack_24(res)
     else:
-        from sim.formats.resq_mxfp4 import pack_24_mxfp4
-
-        rf = pack_24_mxfp4(res)
+        rf = golden(fmt).need("pack_residual")(res)
     r = _step_ints(residual_layout(fmt, residual).name, rf, g)
     shift = dict(output_fields(unit, residual))["q"]
     return [qi | (ri << shift) for qi, ri in zip(q, r)]
