@@ -4,12 +4,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from hif4spec import RESQ_MODES
+from hif4spec import FORMATS, RESQ_MODES
 
 from ._util import (CLIError, check_output_file, load_npy, output_option, parse_choice_list,
                     write_files)
 
-FORMAT_NAMES = ("hif4", "mxfp4", "nvfp4", "hif8", "bf16")
+FORMAT_NAMES = tuple(FORMATS)
+#: Formats that take ``--no-tensor-scale`` (``FormatSpec.options``).
+TENSOR_SCALE_FORMATS = tuple(f for f, s in FORMATS.items() if "tensor_scale" in s.options)
 MODE_NAMES = RESQ_MODES
 
 DESCRIPTION = """\
@@ -148,22 +150,18 @@ def _load(args):
 
 
 def _options(fmt, args):
-    return {"tensor_scale": not args.no_tensor_scale} if fmt == "nvfp4" else {}
+    return ({"tensor_scale": not args.no_tensor_scale} if fmt in TENSOR_SCALE_FORMATS
+            else {})
 
 
 def _residual_bytes(out):
     """Packed bytes of a ResQ residual and a word on the layout used."""
-    if out.mode == "2:4" and out.fmt == "hif4":
-        from sim.formats.resq import pack_24, residual24_to_bytes
-        return residual24_to_bytes(pack_24(out.residual)), "packed 2:4 HiF4 residual"
-    if out.mode == "2:4" and out.fmt == "mxfp4":
-        try:
-            from sim.formats.resq_mxfp4 import pack_24_mxfp4, residual24_mxfp4_to_bytes
-        except ImportError:
-            pass
-        else:
-            return (residual24_mxfp4_to_bytes(pack_24_mxfp4(out.residual)),
-                    "packed 2:4 MXFP4 residual")
+    from sim.formats import golden
+
+    g = golden(out.fmt)
+    if out.mode == "2:4" and g.pack_residual is not None and g.residual_bytes is not None:
+        return (g.residual_bytes(g.pack_residual(out.residual)),
+                f"packed 2:4 {g.title} residual")
     return out.residual.to_bytes(), f"{out.fmt} residual tensor, dropped codes 0"
 
 
@@ -179,8 +177,9 @@ def run(args):
 
     fmt = _check_format(args.format)
     mode = _check_mode(args.resq) if args.resq is not None else None
-    if args.no_tensor_scale and fmt != "nvfp4":
-        raise CLIError("--no-tensor-scale applies to --format nvfp4 only")
+    if args.no_tensor_scale and fmt not in TENSOR_SCALE_FORMATS:
+        raise CLIError(f"--no-tensor-scale applies to --format "
+                       f"{' / '.join(TENSOR_SCALE_FORMATS)} only")
     outputs = [(option, p) for option, p in (("--output", args.output),
                                               ("--packed", args.packed)) if p]
     if mode and args.packed:
@@ -254,7 +253,7 @@ def run_compare(args):
     bar = progress(len(jobs), "hif4 quantize", enabled=sys.stderr.isatty(), unit="row")
     for fmt, mode in jobs:
         bar.set_postfix_str(f"{fmt} {mode or 'none'}", refresh=False)
-        opts = {"tensor_scale": not args.no_tensor_scale} if fmt == "nvfp4" else {}
+        opts = _options(fmt, args)
         try:
             if mode:
                 y = resq(x, fmt, mode, axis=args.axis, **opts).corrected()

@@ -11,6 +11,8 @@ import time
 
 import numpy as np
 
+from hif4spec.formats import FORMATS
+
 from .tensor import fake_quantize, quantize
 
 __all__ = ["gaussian_mse", "gaussian_mse_ratios", "throughput", "format_report", "pin_one_core"]
@@ -25,7 +27,7 @@ def gaussian_mse(fmt, sigma, rows=512, cols=256, seed=0):
     groups along axis 0 (NVFP4 without tensor scale)."""
     rng = np.random.default_rng(seed)
     x = (rng.standard_normal((rows, cols)) * sigma).astype(np.float32)
-    opts = {"tensor_scale": False} if fmt == "nvfp4" else {}
+    opts = {o: False for o in FORMATS[fmt].options if o == "tensor_scale"}
     y = fake_quantize(x, fmt, axis=0, **opts)
     d = y.astype(np.float64) - x.astype(np.float64)
     return float(np.mean(d * d))
@@ -39,8 +41,8 @@ def gaussian_mse_ratios(seed=0, rows=512, cols=256, exponents=SIGMA_EXPONENTS):
     nv, mx = [], []
     for i, k in enumerate(exponents):
         sigma = 0.01 * 2.0 ** k
-        mse = {f: gaussian_mse(f, sigma, rows, cols, seed + i) for f in ("hif4", "nvfp4",
-                                                                         "mxfp4")}
+        mse = {f: gaussian_mse(f, sigma, rows, cols, seed + i)
+               for f in ("hif4", *PAPER_RATIOS)}
         nv.append(mse["nvfp4"] / mse["hif4"])
         mx.append(mse["mxfp4"] / mse["hif4"])
     return float(np.mean(nv)), float(np.mean(mx))

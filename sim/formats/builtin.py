@@ -9,8 +9,8 @@ from hif4spec.formats import FORMATS
 
 from . import bf16, hif4, hif8, mxfp4, nvfp4
 from .registry import register
-from .resq import pack_24
-from .resq_mxfp4 import pack_24_mxfp4
+from .resq import pack_24, residual24_to_bytes
+from .resq_mxfp4 import pack_24_mxfp4, residual24_mxfp4_to_bytes
 
 __all__ = ["hif4_shifted_ints"]
 
@@ -47,9 +47,10 @@ def _hif4_decode(f, spec, ints):
 
 register(FORMATS["hif4"], quantize=hif4.quantize_groups, dequantize=hif4.dequantize_groups,
          fake_quantize=hif4.fake_quantize_groups, elem_decode=_hif4_decode,
-         pack_residual=pack_24)
+         pack_residual=pack_24, residual_bytes=residual24_to_bytes)
 register(FORMATS["mxfp4"], quantize=mxfp4.quantize_groups, dequantize=mxfp4.dequantize_groups,
-         fake_quantize=mxfp4.fake_quantize_groups, pack_residual=pack_24_mxfp4)
+         fake_quantize=mxfp4.fake_quantize_groups, pack_residual=pack_24_mxfp4,
+         residual_bytes=residual24_mxfp4_to_bytes)
 register(FORMATS["nvfp4"], quantize=nvfp4.quantize_groups, dequantize=nvfp4.dequantize_groups,
          fake_quantize=nvfp4.fake_quantize_groups, tensor_scale=nvfp4.tensor_scale)
 register(FORMATS["hif8"], quantize=hif8.quantize_elements, dequantize=hif8.dequantize_elements,

@@ -61,7 +61,8 @@ class GoldenFormat:
     dtype. ``tensor_scale(x, enabled)`` -> 0-d float32 T. ``elem_decode(fields, layout,
     ints)``: the float32 integer element values of a step layout's fields (default: the
     element type's integer grid ``ints[elem]``). ``pack_residual(residual)``: packed 2:4
-    residual fields of a sparsified residual tensor. ``edge_cases(residual)`` and
+    residual fields of a sparsified residual tensor, ``residual_bytes(packed)`` their
+    serialized bytes. ``edge_cases(residual)`` and
     ``checked_cases(residual)``: the named streams of the format's dot unit; ``encoder``: an
     :class:`EncoderHooks`.
     """
@@ -73,6 +74,7 @@ class GoldenFormat:
     tensor_scale: Callable | None = None
     elem_decode: Callable | None = None
     pack_residual: Callable | None = None
+    residual_bytes: Callable | None = None
     edge_cases: Callable | None = None
     checked_cases: Callable | None = None
     encoder: EncoderHooks | None = None

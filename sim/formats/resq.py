@@ -208,8 +208,8 @@ def corrected(x, fmt, mode, axis=-1, **options):
 def _hif4_fields(residual):
     if isinstance(residual, ResQ):
         residual = residual.residual
-    fmt = getattr(residual, "fmt", "hif4")
-    if fmt != "hif4":
+    fmt = getattr(residual, "fmt", RESIDUAL24.fmt)
+    if fmt != RESIDUAL24.fmt:
         raise ValueError(f"pack_24 packs a HiF4 residual, not {fmt!r} "
                          "(MXFP4: sim.formats.resq_mxfp4.pack_24_mxfp4)")
     fields = getattr(residual, "fields", residual)

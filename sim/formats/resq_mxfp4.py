@@ -68,8 +68,8 @@ _PER = _KEPT * _GROUP // _BLOCK                         # kept per micro-group
 
 def _fields_of(residual):
     fields = getattr(residual, "fields", residual)
-    fmt = getattr(residual, "fmt", "mxfp4")
-    if fmt != "mxfp4":
+    fmt = getattr(residual, "fmt", RESIDUAL24_MXFP4.fmt)
+    if fmt != RESIDUAL24_MXFP4.fmt:
         raise ValueError(f"the MXFP4 2:4 residual packs an mxfp4 tensor, not {fmt!r}")
     try:
         elem = np.asarray(fields["elem"])
