@@ -16,6 +16,8 @@ import json
 import math
 from pathlib import Path
 
+from hif4spec import FORMATS
+
 __all__ = ["RTL_DIR", "find_manifests", "select_manifest", "estimate_rows", "plot_rows",
            "format_table", "combined_rows", "format_combined", "COMBINED"]
 
@@ -249,7 +251,7 @@ def combined_rows(rows, array=(4, 4)):
 
 def format_combined(rows):
     """The combined table (:func:`combined_rows`) as plain text."""
-    names = {"hif4": "HiF4", "mxfp4": "MXFP4", "nvfp4": "NVFP4"}
+    names = {f: spec.title for f, spec in FORMATS.items()}
     head = ["configuration", "encoder", "dot unit", "enc/dot", "NAND2/MAC 1:1",
             "NAND2/MAC shared", "vs HiF4", "source"]
     lines = []

@@ -31,7 +31,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from hif4spec import GEMMS
+from hif4spec import GEMMS, units_of_kind
+from hif4spec.formats import FORMATS as _SPECS
 
 from .torch_quant import FORMATS, RESQ_MODES, quantize_tensor, resq_parts, to_numpy
 
@@ -82,7 +83,7 @@ class Precision:
         return cls(weight=fmt, act=fmt, grad=fmt)
 
     def options(self, fmt):
-        return {"tensor_scale": self.tensor_scale} if fmt == "nvfp4" else {}
+        return {o: self.tensor_scale for o in _SPECS[fmt].options if o == "tensor_scale"}
 
 
 class _QuantGemm(torch.autograd.Function):
@@ -142,7 +143,9 @@ class _BitTrue(torch.autograd.Function):
 
 
 #: Formats with a dot-product unit, which the bit-true GEMM needs.
-BIT_TRUE_FORMATS = ("hif4", "mxfp4", "nvfp4")
+#: Residual modes of the dot unit of each format that has one (the bit-true GEMM's formats).
+_DOT_RESIDUALS = {u.fmt: u.residuals for u in units_of_kind("dot")}
+BIT_TRUE_FORMATS = tuple(_DOT_RESIDUALS)
 _default_gemm = "fake"
 
 
@@ -209,7 +212,8 @@ class QuantLinear(nn.Module):
         """Whether the forward GEMM in precision ``prec`` runs on the bit-true unit (exact or
         truncating)."""
         return (self.gemm in ("bit-true", "trunc") and prec.act in BIT_TRUE_FORMATS
-                and prec.weight == prec.act and not (prec.resq and prec.act == "nvfp4"))
+                and prec.weight == prec.act
+                and not (prec.resq and _DOT_RESIDUALS[prec.act] == ("none",)))
 
     def unit_gemm(self, x2, prec):
         """The unit's results for ``Q(x2) Q(W)^T`` (x2: M x K; with ``prec.resq`` in rollout

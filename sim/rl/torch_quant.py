@@ -72,7 +72,7 @@ CHUNK_ELEMS = {"cpu": 1 << 16, "cuda": 1 << 24}
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _INT_VIEW = {torch.float16: torch.int16, torch.bfloat16: torch.int16,
              torch.float32: torch.int32, torch.float64: torch.int64}
-_OPTIONS = {"hif4": (), "mxfp4": (), "nvfp4": ("tensor_scale",), "hif8": (), "bf16": ()}
+_OPTIONS = {f: _SPECS[f].options for f in FORMATS}
 
 _F64 = torch.float64
 _F64_EXP_MASK = 0x7FF0000000000000
@@ -423,7 +423,7 @@ def _quantized(x, fmt, axis, tensor_scale, dtype):
             out[lo:lo + step] = _to_dtype(v, dtype, _EXACT32[fmt])
         return out.view(x.shape)
     block = _SPECS[fmt].block
-    args = (_tensor_scale(x, tensor_scale),) if fmt == "nvfp4" else ()
+    args = (_tensor_scale(x, tensor_scale),) if "tensor_scale" in _OPTIONS[fmt] else ()
     xm = x.movedim(axis, -1)
     n = xm.shape[-1]
     nb = -(-n // block)
