@@ -83,7 +83,9 @@ class Precision:
         return cls(weight=fmt, act=fmt, grad=fmt)
 
     def options(self, fmt):
-        return {o: self.tensor_scale for o in _SPECS[fmt].options if o == "tensor_scale"}
+        spec = _SPECS.get(fmt)
+        return {"tensor_scale": self.tensor_scale} if spec and "tensor_scale" in spec.options \
+            else {}
 
 
 class _QuantGemm(torch.autograd.Function):
