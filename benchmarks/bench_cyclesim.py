@@ -45,7 +45,7 @@ def main(argv=None):
     from hif4spec import module_name, resolve
     from sim.bench import runner as bench_runner
     from sim.stimulus import pack_payloads, random_stream
-    from sim.cost import rtlcheck
+    from sim.bench import rtlcheck
     from sim.cyclesim import Stimulus, UnitTiming, simulate_gemm
 
     params = resolve(args.unit, args.residual, args.stages, args.lanes, args.accum)

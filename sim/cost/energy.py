@@ -24,7 +24,6 @@ activations (:func:`sim.formats.resq.resq`).
 """
 
 import math
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -63,31 +62,13 @@ class EnergyError(RuntimeError):
 # Stimuli
 
 
-@lru_cache(maxsize=2)
 def minilm_tensors(sentences=MINILM_SENTENCES):
     """``[(name, X, W)]`` for every Linear of all-MiniLM-L6-v2's encoder: X the layer's
-    float32 inputs over the tokens of the first ``sentences`` sentences (float model, one
-    sentence at a time, tokens stacked), W its float32 weight (N, K)."""
-    import torch
+    float32 inputs over the tokens of the first ``sentences`` sentences, W its float32
+    weight (N, K) (:func:`sim.stimulus.minilm.linear_tensors`)."""
+    from sim.stimulus.minilm import linear_tensors
 
-    from sim.rl.minilm import load_minilm, load_sentences
-
-    tokenizer, model = load_minilm()
-    linears = [(n, m) for n, m in model.named_modules()
-               if isinstance(m, torch.nn.Linear) and "pooler" not in n]
-    inputs = {n: [] for n, _ in linears}
-    hooks = [m.register_forward_pre_hook(
-        lambda mod, args, n=n: inputs[n].append(args[0].detach().reshape(-1, args[0].shape[-1])))
-        for n, m in linears]
-    try:
-        with torch.no_grad():
-            for s in load_sentences(sentences):
-                model(**tokenizer(s, return_tensors="pt"))
-    finally:
-        for h in hooks:
-            h.remove()
-    return [(n, torch.cat(inputs[n]).float().numpy(), m.weight.detach().float().numpy())
-            for n, m in linears]
+    return linear_tensors(sentences)
 
 
 def stimulus_tensors(stimulus, seed=0):
@@ -115,8 +96,7 @@ def gemm_stream(unit, residual, tensors, steps, seed=0):
     from sim.formats import quantize
     from sim.formats.resq import resq
     from sim.stimulus import concat
-
-    from .rtlcheck import _gemm_stream, _operand_steps, _residual_steps
+    from sim.stimulus.gemm import operand_steps, pair_stream, residual_steps
 
     fmt = unit_spec(unit).fmt
     rng = np.random.default_rng(seed)
@@ -132,16 +112,16 @@ def gemm_stream(unit, residual, tensors, steps, seed=0):
             rq = resq(x, fmt, residual, axis=1)
             a, r = rq.main, rq
         wq = quantize(w, fmt, axis=1)
-        a_steps = _operand_steps(a, unit, ks)
-        w_steps = _operand_steps(wq, unit, ks)
-        r_steps = None if r is None else _residual_steps(r, unit, residual, a, ks)
+        a_steps = operand_steps(a, unit, ks)
+        w_steps = operand_steps(wq, unit, ks)
+        r_steps = None if r is None else residual_steps(r, unit, residual, a, ks)
         prepared.append((x.shape[0], w.shape[0], ks, a_steps, w_steps, r_steps))
     parts, total, i = [], 0, 0
     while total < steps:
         m, n, ks, a_steps, w_steps, r_steps = prepared[i % len(prepared)]
         sel_a = [int(rng.integers(m))]
         sel_w = [int(rng.integers(n))]
-        parts.append(_gemm_stream(a_steps, w_steps, r_steps, sel_a, sel_w, ks, unit, residual))
+        parts.append(pair_stream(a_steps, w_steps, r_steps, sel_a, sel_w, ks))
         total += ks
         i += 1
     stream = concat(parts)

@@ -50,12 +50,15 @@ machine costs more than it gains) and larger chunks on other devices.
 """
 
 import contextlib
+import functools
 import math
 
 import numpy as np
 import torch
 
+from hif4spec import FORMATS
 from sim import dot
+from sim.formats.registry import golden
 
 __all__ = ["gemm_torch", "prepare"]
 
@@ -106,7 +109,7 @@ class Operand:
         self.rows, self.steps, self.terms, self.n = ints.shape
         self.sig, self.exp = sig, exp
         nz &= ~nan
-        big = (np.float64(_INT_MAX[fmt]) * sig).astype(np.int64)      # >= |int * sig|
+        big = (np.float64(_int_bound(fmt)) * sig).astype(np.int64)      # >= |int * sig|
         blen = np.frexp(big.astype(np.float64))[1].astype(np.int64)
         self.top = np.where(nz, blen + exp, _NONE)
         self.bot = np.where(nz, exp, _ALL)
@@ -127,8 +130,17 @@ class Operand:
         return v.permute(1, 2, 0) if transposed else v.permute(1, 0, 2)
 
 
-#: Largest |element integer| of each format (HiF4 with its micro-exponents).
-_INT_MAX = {fmt: dot.int_bound(fmt) for fmt in dot.FORMATS_DOT}
+@functools.lru_cache(maxsize=None)
+def _int_bound(fmt):
+    """The largest ``|int|`` of format ``fmt``'s elements as :func:`sim.dot.operand_terms`
+    decodes them (``GoldenFormat.decode_elements``): every element code, with the block's
+    other fields (HiF4's micro-exponents) at their largest values."""
+    spec = FORMATS[fmt]
+    codes, n = 1 << spec.fields["elem"].width, spec.fields["elem"].count
+    f = {k: np.full((codes, fd.count), (1 << fd.width) - 1, dtype=np.int64)
+         for k, fd in spec.fields.items()}
+    f["elem"] = np.repeat(np.arange(codes)[:, None], n, axis=1)
+    return int(np.abs(golden(fmt).decode_elements(f, spec)).max())
 
 
 def prepare(qt, r=None, *, repeat=1, device=None):

@@ -310,16 +310,18 @@ def eval_set_for(settings, seed):
                                                 torch.Generator().manual_seed(30_000 + seed))
 
 
-def run_experiment(settings, configs, seeds, progress=True, jobs=1, threads=1, cluster=None,
-                   retries=0, previous=None):
+def run_experiment(settings, configs, seeds, progress=True, threads=1, run_tasks=None,
+                   previous=None):
     """Warm-up once per seed, then GRPO for every configuration; returns the results dict.
 
-    ``jobs > 1`` spreads warm-ups and runs over that many worker processes (each with
-    ``threads`` torch threads), and ``cluster`` (a Ray address) over Ray tasks, both through
-    :func:`sim.sweep.run_tasks` (a failed task is run again up to ``retries`` times; one
-    that still fails raises ``RuntimeError`` naming it). Every run is seeded on its own, so
-    the results depend on neither. ``previous``: the results of an earlier call with the
-    same settings, whose runs are kept instead of run again.
+    Without ``run_tasks`` everything runs in this process with ``threads`` torch threads.
+    ``run_tasks(tasks, on_result)`` runs the warm-ups, then the GRPO runs, elsewhere (the
+    CLI passes one built on :func:`sim.sweep.run_tasks`): ``tasks`` is a list of ``(name,
+    fn, args)`` with ``fn`` a module-level function of this module and ``args`` plain data,
+    and ``on_result(args, value)`` is to be called here as each finishes; a task that fails
+    for good raises. Every run is seeded on its own, so the results do not depend on where
+    it ran. ``previous``: the results of an earlier call with the same settings, whose runs
+    are kept instead of run again.
     """
     torch.set_num_threads(threads)
     kept = {}
@@ -332,7 +334,7 @@ def run_experiment(settings, configs, seeds, progress=True, jobs=1, threads=1, c
                      + len(todo) * settings.steps * _GRPO_UNITS), enabled=progress)
     t0 = time.monotonic()
     done = dict(kept)
-    if jobs <= 1 and not cluster:
+    if run_tasks is None:
         for seed in todo_seeds:
             base = warmup(settings, seed, bar)
             for s, config in todo:
@@ -340,32 +342,23 @@ def run_experiment(settings, configs, seeds, progress=True, jobs=1, threads=1, c
                     done[(seed, config.name)] = grpo_run(base, config, settings, seed,
                                                          eval_set_for(settings, seed), bar)
     else:
-        from sim import sweep
-
         states = {}
 
-        def warm(task, state):
-            states[task.args[1]] = state
-            bar.update(f"seed {task.args[1]} warm-up done", settings.warmup_steps)
+        def warm(args, state):
+            states[args[1]] = state
+            bar.update(f"seed {args[1]} warm-up done", settings.warmup_steps)
 
-        def ran(task, run):
+        def ran(args, run):
             done[(run["seed"], run["config"])] = run
             bar.update(f"seed {run['seed']} {run['config']} done", settings.steps * _GRPO_UNITS)
 
-        def phase(tasks, on_result):
-            report = sweep.run_tasks(tasks, on_result, cluster=cluster, jobs=jobs,
-                                     retries=retries, progress=False, desc="hif4 rl")
-            if report.failed:
-                raise RuntimeError("runs failed: " + "; ".join(
-                    f"{name} ({why})" for name, why in report.failed.items()))
-
         try:
-            phase([sweep.Task(f"warm-up seed {seed}", "rl", _warmup_job,
-                              (settings, seed, threads)) for seed in todo_seeds], warm)
-            phase([sweep.Task(f"seed {seed} {config.name}", "rl", _grpo_job,
-                              (settings, states[seed], config, seed,
-                               eval_set_for(settings, seed), threads))
-                   for seed, config in todo], ran)
+            run_tasks([(f"warm-up seed {seed}", _warmup_job, (settings, seed, threads))
+                       for seed in todo_seeds], warm)
+            run_tasks([(f"seed {seed} {config.name}", _grpo_job,
+                        (settings, states[seed], config, seed, eval_set_for(settings, seed),
+                         threads))
+                       for seed, config in todo], ran)
         except KeyboardInterrupt as stop:
             bar.close()
             # what finished, in the form ``previous`` takes, so that a rerun keeps it

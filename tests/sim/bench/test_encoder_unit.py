@@ -8,7 +8,7 @@
   of whole encoders with random stalls on both sides (every stage count, 16 and 64 lanes),
   output bits against the golden model;
 - Verilator: ``hif4 verify`` of a HiF4 2:4 and an NVFP4 encoder on short runs, and the cycle
-  model against the Verilated MXFP4 2:4 encoder (``sim.cost.rtlcheck.check_unit``); longer
+  model against the Verilated MXFP4 2:4 encoder (``sim.bench.rtlcheck.check_unit``); longer
   runs are ``slow``.
 """
 
@@ -186,7 +186,7 @@ def test_timing_and_bits_in_amaranth(stages, lanes):
     """Handshake cycles equal the cycle model's, output bits the golden model's."""
     from hwgen.manifest import manifest
     from hwgen.units import build_unit
-    from sim.cost.rtlcheck import random_pattern
+    from sim.bench.rtlcheck import random_pattern
     from sim.cyclesim import Stimulus, UnitTiming
     from sim.stimulus.encoder import expected_outputs, pack_beats, random_groups
 
@@ -225,9 +225,9 @@ def test_verify_in_verilator(unit, residual, stages, lanes, vectors, engine):
 
 
 def test_cycle_model_against_verilated_encoder():
-    """``sim.cost.rtlcheck.check_unit`` on an encoder: every transfer cycle of the RTL is the
+    """``sim.bench.rtlcheck.check_unit`` on an encoder: every transfer cycle of the RTL is the
     cycle model's, every output the golden model's."""
-    from sim.cost.rtlcheck import check_unit
+    from sim.bench.rtlcheck import check_unit
 
     res = check_unit("mxfp4_quant", residual="2:4", stages=3, lanes=32, steps=160, seed=3,
                      p_gap=0.35, p_stall=0.45)

@@ -259,7 +259,9 @@ def test_interrupted_rl_matrix_keeps_its_finished_runs(monkeypatch):
     monkeypatch.setattr(sweep, "run_tasks", fake_run_tasks)
     configs = grpo.build_configs(formats=("hif4",))
     with pytest.raises(KeyboardInterrupt) as stop:
-        grpo.run_experiment(grpo.QUICK, configs, [0], progress=False, jobs=2)
+        grpo.run_experiment(grpo.QUICK, configs, [0], progress=False,
+                            run_tasks=sweep_runner(2))
     partial = stop.value.partial
     assert partial["partial"] and partial["seeds"] == [0]
     assert [r["config"] for r in partial["runs"]] == [c.name for c in configs[:2]]
+    from sim.cli.rl import sweep_runner

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hif4spec import STEP_ELEMS, operand_layout, residual_layout, unit_spec
+from hif4spec import STEP_ELEMS, unit_spec
 
 __all__ = ["BUILD_ROOT", "run_rtl_cycles", "random_pattern", "check_unit",
            "check_gemm_against_rtl"]
@@ -43,7 +43,7 @@ def run_rtl_cycles(verilog, manifest, payloads, segments, outputs, gaps, ready, 
     list of dict
         Per segment: ``in_cycles``, ``out_cycles``, ``words``, ``cycles``.
     """
-    from sim.bench.fast import build_harness, run_fast
+    from .fast import build_harness, run_fast
 
     if sim != "verilator":
         raise ValueError(f"the cycle checks run on the Verilator harness, not {sim!r}")
@@ -95,10 +95,11 @@ def check_unit(unit, *, residual="none", stages=None, lanes=None, accum=None, st
     the model's and the RTL's cycles, the words and whether they agree.
     """
     from hif4spec import module_name, resolve
-    from sim.bench import runner as bench_runner
+    from sim.cyclesim import Stimulus, UnitTiming
     from sim.stimulus import (expected_words, manifest_accum, pack_payloads, random_stream,
                               short_loops)
-    from sim.cyclesim import Stimulus, UnitTiming
+
+    from . import runner as bench_runner
 
     params = resolve(unit, residual, stages, lanes, accum)
     module = module_name(unit, **params)
@@ -151,9 +152,10 @@ def check_gemm_against_rtl(verilog, manifest, rep, *, seed=0, a=None, w=None, r=
     count and whether every transfer cycle and every output word agree with the model.
     """
     from sim import dot
-    from sim.stimulus import pack_payloads
     from sim.cyclesim import UnitTiming, _make_residual
     from sim.formats import quantize
+    from sim.stimulus import pack_payloads
+    from sim.stimulus.gemm import operand_steps, pair_stream, residual_steps
 
     unit, residual = rep.unit, rep.residual
     m, k, n = rep.gemm
@@ -167,11 +169,11 @@ def check_gemm_against_rtl(verilog, manifest, rep, *, seed=0, a=None, w=None, r=
     if w is None:
         w = quantize(rng.standard_normal((n, k)).astype(np.float32), unit, axis=1)
     ksteps = -(-k // STEP_ELEMS)
-    a_steps = _operand_steps(a, unit, ksteps)
-    w_steps = _operand_steps(w, unit, ksteps)
+    a_steps = operand_steps(a, unit, ksteps)
+    w_steps = operand_steps(w, unit, ksteps)
     r_steps = None
     if residual != "none":
-        r_steps = _residual_steps(r, unit, residual, a, ksteps)
+        r_steps = residual_steps(r, unit, residual, a, ksteps)
     # the model's stall pattern, as gaps relative to the previous transfer and ready gaps
     timing = UnitTiming.from_manifest(manifest)
     ins, outs = rep_in_out(rep, timing)
@@ -192,8 +194,7 @@ def check_gemm_against_rtl(verilog, manifest, rep, *, seed=0, a=None, w=None, r=
                     sel_a.append(mi if mi < m else -1)
                     sel_w.append(ni if ni < n else -1)
                     mask.append((mi, ni) if ok else None)
-            stream = _gemm_stream(a_steps, w_steps, r_steps, sel_a, sel_w, ksteps, unit,
-                                  residual)
+            stream = pair_stream(a_steps, w_steps, r_steps, sel_a, sel_w, ksteps)
             payload_parts.append(pack_payloads(manifest, unit, residual, stream))
             segs.append(len(sel_a) * ksteps)
             nouts.append(len(sel_a))
@@ -225,48 +226,3 @@ def rep_valid(rep, timing):
 
 def rep_ready_gaps(rep, timing):
     return rep.ready_gaps
-
-
-def _steps(fields, layout, rows, ksteps):
-    """Tensor fields (rows, blocks, ...) -> step fields (rows, ksteps, *layout shape)."""
-    return {key: np.asarray(fields[key]).reshape((rows, ksteps) + layout.shape(key))
-            for key in layout.fields}
-
-
-def _operand_steps(qt, unit, ksteps):
-    """Per row, the step fields (leading dims rows, ksteps)."""
-    return _steps(qt.fields, operand_layout(unit_spec(unit).fmt), qt.shape[0], ksteps)
-
-
-def _residual_steps(r, unit, residual, a, ksteps):
-    qt = r.residual if hasattr(r, "residual") else r
-    fmt = unit_spec(unit).fmt
-    if residual == "dense":
-        fields = qt.fields
-    elif fmt == "hif4":
-        from sim.formats.resq import pack_24
-        fields = pack_24(qt)
-    else:
-        from sim.formats.resq_mxfp4 import pack_24_mxfp4
-        fields = pack_24_mxfp4(qt)
-    return _steps(fields, residual_layout(fmt, residual), a.shape[0], ksteps)
-
-
-def _gemm_stream(a_steps, w_steps, r_steps, sel_a, sel_w, ksteps, unit, residual):
-    def take(steps, sel):
-        out = {}
-        for key, v in steps.items():
-            rows = []
-            for s in sel:
-                rows.append(v[s] if s >= 0 else np.zeros_like(v[0]))
-            out[key] = np.concatenate(rows)
-        return out
-
-    n = len(sel_a) * ksteps
-    first = np.zeros(n, dtype=bool)
-    last = np.zeros(n, dtype=bool)
-    first[::ksteps] = True
-    last[ksteps - 1::ksteps] = True
-    return {"a": take(a_steps, sel_a), "w": take(w_steps, sel_w),
-            "r": None if r_steps is None else take(r_steps, sel_a),
-            "first": first, "last": last}
