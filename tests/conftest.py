@@ -14,6 +14,8 @@ Codes may be Python or NumPy integers.
 
 from fractions import Fraction
 
+from hif4spec import resolve, units_of_kind
+
 PZERO, NZERO, PINF, NINF, NAN_WORD = 0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000
 
 _E2M1 = [Fraction(v) for v in ("0", "1/2", "1", "3/2", "2", "3", "4", "6")]
@@ -114,4 +116,9 @@ CI_CONFIGS = [
     ("nvfp4", "none", 2, 64, "bounded"),
     ("nvfp4", "none", 1, 32, "trunc"),
 ]
+# Every registered dot unit gets a configuration: one missing from the hand-picked list
+# above runs at its defaults with 16 lanes.
+CI_CONFIGS += [(u.name, p["residual"], p["stages"], p["lanes"], p["accum"])
+               for u in units_of_kind("dot") if u.name not in {c[0] for c in CI_CONFIGS}
+               for p in [resolve(u.name, lanes=16)]]
 CI_IDS = [f"{u}-{r}-s{s}-l{n}-{a}" for u, r, s, n, a in CI_CONFIGS]
