@@ -18,12 +18,14 @@ Usage::
                                                     # block calibration (and refit its
                                                     # single-stage factors), keep the rest
 
-1. Every primitive of :data:`sim.cost.primitives.DEFAULT_GRID` is synthesized with the issue-5
+1. Every primitive of :data:`hwgen.primitives.DEFAULT_GRID` is synthesized with the issue-5
    flow (cached under ``build/synth``) and one linear formula per family
    (:data:`sim.area_model.FEATURES`) is fitted by least squares on the NAND2 equivalents.
 2. With ``--units`` every generated configuration (:func:`sim.cost.table.sweep_configs`: the
    full grid unit x residual x 1..4 stages x 16/32/64 lanes) is generated into
-   ``build/units/`` and synthesized, smallest first; the results go into the checked-in
+   ``build/units/`` and synthesized with ``rtl_out/``'s modules, smallest first, ``--jobs``
+   local processes or ``--cluster`` Ray tasks (:func:`sim.sweep.synthesize_sweep`); the
+   results go into the checked-in
    table ``sim/cost/synth_table.json`` (keyed by the Verilog's SHA-256, saved after each
    unit, so an interrupted run resumes where it stopped). ``--blocks`` adds the
    hierarchical run's per-sub-block areas.
@@ -52,8 +54,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from hif4spec import DEFAULTS, EXACT_ACCUMS, REFERENCE_ACCUM, unit_spec  # noqa: E402
+from hwgen import primitives  # noqa: E402
 from sim import area_model  # noqa: E402
-from sim.cost import primitives, synth, table  # noqa: E402
+from sim.cost import synth, table  # noqa: E402
 from sim.progress import Reporter  # noqa: E402
 
 
@@ -330,7 +333,8 @@ def main(argv=None):
                          f"{REFERENCE_ACCUM}; each back end covers every configuration)")
     ap.add_argument("--check", action="store_true",
                     help="only compare the model with the synthesis table; write nothing")
-    ap.add_argument("--jobs", type=int, default=1, help="parallel Yosys runs for --units")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="local worker processes for --units (one Yosys run each)")
     ap.add_argument("--blocks", action="store_true",
                     help="with --units, also run the hierarchical flow for per-sub-block areas")
     ap.add_argument("--timeout", type=int, default=3600, metavar="S",
@@ -359,25 +363,17 @@ def main(argv=None):
     if args.backend:
         os.environ[synth.BACKEND_ENV] = args.backend     # primitives and units alike
 
-    if args.units and args.cluster:
+    if args.units:
         from sim import sweep
 
-        report = sweep.synth_sweep(sweep.synth_items(table.sweep_configs(args.accum),
-                                                     accum=args.accum),
-                                   cluster=args.cluster, hierarchical=args.blocks,
-                                   timeout=args.timeout, checkpoint=args.checkpoint)
+        # a failed local run is not retried (a unit that timed out would time out again);
+        # a cluster task is, once more, for a lost worker
+        report = sweep.synthesize_sweep(accum=args.accum, cluster=args.cluster,
+                                        jobs=args.jobs, retries=1 if args.cluster else 0,
+                                        hierarchical=args.blocks, timeout=args.timeout,
+                                        checkpoint=args.checkpoint)
         for name, message in report.failed.items():
             print(f"warning: {name} not synthesized: {message}", file=sys.stderr)
-    elif args.units:
-        progress = Reporter("units", unit="unit")
-        try:
-            table.synthesize_sweep(jobs=args.jobs, progress=progress, hierarchical=args.blocks,
-                                   timeout=args.timeout, checkpoint=args.checkpoint,
-                                   accum=args.accum)
-        except synth.SynthError as exc:
-            print(f"warning: {exc}", file=sys.stderr)
-        finally:
-            progress.close()
     if args.bounded and not args.check:
         coeffs = json.loads(area_model.COEFFS_PATH.read_text())
         coeffs["calibration_bounded"] = calibrate_bounded(coeffs["families"])

@@ -54,7 +54,7 @@ from sim import area_model  # noqa: E402
 from sim.cost import synth, table  # noqa: E402
 from sim.cost.libsynth import SCRIPTS, synthesize_liberty  # noqa: E402
 from sim.cost.liberty import load_library  # noqa: E402
-from sim.sweep import Report, run_tasks  # noqa: E402
+from sim.sweep import Report, generate_config, run_tasks  # noqa: E402
 
 TABLE_PATH = area_model.LIBERTY_TABLE_PATH
 BUILD = ROOT / "build" / "liberty" / "units"
@@ -65,7 +65,7 @@ def grid_items(build=BUILD):
     single-stage 64-lane units first, then smallest first by the area model."""
     items = []
     for config in table.sweep_configs():
-        verilog = table.generate_config(*config, build)
+        verilog = generate_config(*config, build)
         manifest = json.loads(verilog.with_suffix(".json").read_text())
         items.append((verilog.stem, config, verilog.read_text(), manifest))
 
@@ -156,7 +156,7 @@ REGISTER_REFS = (("reg", 100), ("regp", 100), ("rege", 100))
 def calibrate_registers(lib, backend=None):
     """Synthesize each register primitive of :data:`REGISTER_REFS` into ``lib`` (script
     ``area``, cached) and return ``{family: {"um2_per_bit", "bits", "synth_um2"}}``."""
-    from sim.cost import primitives
+    from hwgen import primitives
 
     out = {}
     for family, bits in REGISTER_REFS:

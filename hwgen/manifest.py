@@ -32,7 +32,7 @@ Keys (sorted, 2-space indent, trailing newline; deterministic):
 ``structure``     what the unit is built from, the area model's one input
                   (:mod:`sim.area_model`): ``[{"block", "family", "params", "count"}]``,
                   ``count`` copies of primitive ``family(params)`` (the families of
-                  :mod:`sim.cost.primitives`) in sub-block ``block``, stage by stage as
+                  :mod:`hwgen.primitives`) in sub-block ``block``, stage by stage as
                   :attr:`hwgen.unit.DotUnit.structure` collects them from the generator's
                   blocks (:mod:`hwgen.parts`): ``front`` (the front end's slice logic and
                   its sequencer), ``terms``, ``pipe.<register stage>`` (payload + valid

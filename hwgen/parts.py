@@ -2,9 +2,10 @@
 
 Every hardware block of the generators reports its own contents with a ``parts()`` method:
 a list of :class:`Part`, ``count`` copies of one primitive ``family(params)``. The families
-and their parameters are those of :mod:`sim.cost.primitives` (``mul``, ``smul``, ``smulx``,
+and their parameters are those of :mod:`hwgen.primitives` (``mul``, ``smul``, ``smulx``,
 ``add``, ``tree``, ``shl``, ``wshl``, ``addn``, ``neg``, ``norm``, ``mux``, ``reg``, ``cmp``,
-``e2m1dot``, ...), whose synthesized areas calibrate the area model. A block counts what it
+``e2m1dot``, ...; :data:`hwgen.primitives.FAMILIES`), whose synthesized areas calibrate the
+area model by family name. A block counts what it
 builds itself and asks its sub-blocks for theirs; :attr:`hwgen.unit.DotUnit.structure`
 collects a unit's parts stage by stage into the manifest's ``structure`` section
 (:mod:`hwgen.manifest`), the one input of :mod:`sim.area_model`.
@@ -22,7 +23,7 @@ class Part:
     Attributes
     ----------
     family : str
-        Primitive family (:mod:`sim.cost.primitives`).
+        Primitive family (:data:`hwgen.primitives.FAMILIES`).
     params : tuple of int
         Its size parameters.
     count : int

@@ -11,7 +11,7 @@ restates a unit's datapath: a change to a generator reaches the model through th
 
 Each component family has a linear cost formula in NAND2 equivalents whose coefficients are
 fitted (``benchmarks/fit_area_model.py``) from the synthesized areas of the primitives in
-:mod:`sim.cost.primitives`, with the same Yosys flow as the units
+:mod:`hwgen.primitives` (by family name), with the same Yosys flow as the units
 (:data:`sim.cost.synth.FLOW`). The coefficients live in ``sim/area_coeffs.json``.
 
 Calibrations measured by synthesis sit on top of the primitive costs, kept in the same
@@ -41,7 +41,7 @@ from hif4spec import REFERENCE_ACCUM
 
 __all__ = [
     "FEATURES", "COEFFS_PATH", "Component", "AreaEstimate", "load_coeffs",
-    "component_cost", "features", "unit_inventory", "estimate_unit", "estimate_manifest",
+    "component_cost", "features", "unit_inventory", "estimate_manifest",
     "is_front_block", "is_comb_fed", "bounded_reference", "COMB_TAGS",
     "LIBERTY_TABLE_PATH", "LIBERTY_COEFFS_PATH", "LIBERTY_SCRIPT", "LIBERTY_FIT_ON",
     "UncalibratedLibrary", "run_key", "is_liberty_fit", "is_liberty_comb_fit",
@@ -237,19 +237,6 @@ def estimate_manifest(manifest, coeffs=None):
                      manifest.get("parameters", {}).get("accum", REFERENCE_ACCUM))
 
 
-def estimate_unit(unit, residual=None, stages=None, lanes=None, coeffs=None, accum=None):
-    """Model area of one unit configuration (defaults from :mod:`hif4spec`; ``accum`` is a
-    dot unit's back end), from the manifest the generator writes for it
-    (:func:`hwgen.manifest.manifest`; nothing is elaborated)."""
-    from hwgen.manifest import manifest
-    from hwgen.parts import probe
-    from hwgen.units import build_unit
-
-    built = probe(build_unit(unit, residual=residual, stages=stages, lanes=lanes,
-                             accum=accum))
-    return estimate_manifest(manifest(built), coeffs)
-
-
 # ----------------------------------------------------------------------------------------
 # Calibration tags read from the manifest's timing.pipeline
 # ----------------------------------------------------------------------------------------
@@ -277,7 +264,7 @@ def is_comb_fed(manifest):
 # accumulator) are priced per bit: a flip-flop is about six NAND2 cells of a real library
 # where the cmos2 flow counts four, so a per-NAND2-eq factor fitted on one pipeline depth
 # misprices another. The price is bracketed by the library's synthesis of the register
-# primitives (:mod:`sim.cost.primitives`, 100 bits: the bare flip-flop, and the
+# primitives (:mod:`hwgen.primitives`, 100 bits: the bare flip-flop, and the
 # pipeline register with enable and reset synthesized alone) and fitted within the
 # bracket with the rest (:func:`fit_liberty`). The logic gets two factors per
 # unit and back end, µm² per model NAND2-eq of the front end's and of the rest's

@@ -19,19 +19,27 @@ process they started (each worker leads a process group of its own, so a Ctrl-C 
 terminal reaches the driver only, which ends the groups), Ray tasks are cancelled with
 ``ray.cancel``; then :class:`Interrupted` is raised with the :class:`Report`.
 
-Three sweeps are built on it here:
+This is the one executor of the toolkit: every parallel run goes through :func:`run_tasks`.
+The layers below it (generators, verification, cost) hold the per-item work (synthesize
+one text, measure one module, verify one configuration); generating the configurations a
+run needs happens here (:func:`generate_config`). Built on it here:
 
-* :func:`synth_sweep`: configurations synthesized into the synthesis table
+* :func:`synth_sweep`: Verilog texts synthesized into the synthesis table
   (``sim/cost/synth_table.json``, merged by :func:`sim.cost.table.merge_into`);
+  :func:`synthesize_sweep` feeds it ``rtl_out/`` and the configuration grid, smallest
+  first (``benchmarks/fit_area_model.py --units``);
 * :func:`verify_sweep`: configurations simulated against the golden model into the
   verification table (:data:`VERIFY_TABLE`, merged by :func:`merge_verify`);
 * :func:`energy_sweep`: configurations' energy per MAC (:mod:`sim.cost.energy`) into the
-  energy table (:data:`ENERGY_TABLE`, merged by :func:`merge_verify` as well).
+  energy table (:data:`ENERGY_TABLE`, merged by :func:`merge_verify` as well);
+* :func:`energy_rows`: the energy comparison of ``hif4 estimate --energy`` (the modules
+  it selects, measured one task each; no table);
+* :func:`isofreq_sweep`: the iso-frequency sweep (:mod:`sim.cost.isofreq`, ``hif4 sweep
+  isofreq``), each liberty-flow synthesis a ``synth`` task;
+* :func:`soak`: seeded chunks of one unit on the fast harness (``hif4 soak``).
 
 The RL precision matrix runs its warm-ups and GRPO runs through :func:`run_tasks` too
-(:func:`sim.rl.grpo.run_experiment`), and so does the iso-frequency sweep, each liberty-flow
-synthesis a ``synth`` task (:func:`sim.cost.isofreq.isofreq_sweep`, ``hif4 sweep
-isofreq``).
+(:func:`sim.rl.grpo.run_experiment`), and so does ``benchmarks/liberty_grid.py``.
 """
 
 import contextlib
@@ -48,8 +56,10 @@ from pathlib import Path
 from .progress import LOG_INTERVAL_S
 
 __all__ = ["RESOURCES", "VERIFY_TABLE", "ENERGY_TABLE", "Task", "Report", "Interrupted",
-           "run_tasks", "synth_sweep", "synth_items", "verify_sweep", "merge_verify",
-           "energy_sweep", "load_json_table", "soak", "SOAK_ROOT"]
+           "run_tasks", "UNITS_BUILD", "generate_config", "synth_items", "rtl_items",
+           "synth_sweep", "synthesize_sweep", "verify_sweep", "merge_verify", "energy_sweep",
+           "energy_rows", "isofreq_modules", "isofreq_sweep", "isofreq_energy",
+           "load_json_table", "soak", "SOAK_ROOT"]
 
 ROOT = Path(__file__).resolve().parents[1]
 GIB = 1024 ** 3
@@ -84,8 +94,9 @@ class Task:
 @dataclass
 class Report:
     """What a sweep did: names of the tasks finished, skipped (already in the table) and
-    failed (with the last error's first line); after Ctrl-C, ``interrupted`` and the tasks
-    ``cancelled`` (every task neither finished nor failed)."""
+    failed (with the last error's first line; ``errors``: the exception itself, where it
+    came back whole); after Ctrl-C, ``interrupted`` and the tasks ``cancelled`` (every task
+    neither finished nor failed)."""
 
     done: list = field(default_factory=list)
     skipped: list = field(default_factory=list)
@@ -93,6 +104,7 @@ class Report:
     cancelled: list = field(default_factory=list)
     interrupted: bool = False
     seconds: float = 0.0
+    errors: dict = field(default_factory=dict, repr=False)
 
     def summary(self, what):
         parts = [f"{len(self.done)} {what} done", f"{len(self.skipped)} already in the table"]
@@ -368,6 +380,8 @@ def _drive(tasks, pending, attempts, backend, bar, sigint, on_result, retries, d
                         pending[backend.submit(task)] = task
                         continue
                     report.failed[task.name] = _first_line(value)
+                    if isinstance(value, BaseException):
+                        report.errors[task.name] = value
                     status = f"{task.name} FAILED"
                 bar.set_postfix_str(status, refresh=False)
                 bar.update(1)
@@ -387,20 +401,49 @@ def _save_json_table(table, path):
     save_table(table, path)
 
 
+# --- generation ---------------------------------------------------------------------------
+
+#: Where the swept configurations are generated (``hif4 sweep synth`` and ``isofreq``).
+UNITS_BUILD = ROOT / "build" / "units"
+
+
+def generate_config(unit, residual, stages, lanes, out_dir=None, accum=None):
+    """The Verilog file of one configuration, with back end ``accum`` (default: the
+    configuration's default one), generated (cached, ``sim.bench.runner.generate_cached``)
+    under ``out_dir`` (default :data:`UNITS_BUILD`); its manifest lies beside it."""
+    from hif4spec import module_name, resolve
+    from sim.bench.runner import generate_cached
+
+    params = resolve(unit, residual, stages, lanes, accum)
+    out_dir = Path(out_dir or UNITS_BUILD)
+    verilog, _ = generate_cached(unit, params, out_dir / module_name(unit, **params))
+    return verilog
+
+
 # --- synthesis ----------------------------------------------------------------------------
 
 def synth_items(configs, build=None, accum=None):
     """``[(module, verilog_text, manifest), ...]`` of the configurations with back end
     ``accum`` (default: each one's default), generated (cached) under ``build`` (default
-    ``build/units``)."""
-    from sim.cost.table import generate_config
-
-    build = Path(build or ROOT / "build" / "units")
+    :data:`UNITS_BUILD`)."""
     items = []
     for config in configs:
         verilog = generate_config(*config, build, accum=accum)
         items.append((verilog.stem, verilog.read_text(),
                       json.loads(verilog.with_suffix(".json").read_text())))
+    return items
+
+
+def rtl_items(rtl_dir=None):
+    """``[(module, verilog_text, manifest, source), ...]`` of the checked-in modules of
+    ``rtl_dir`` (default ``rtl_out/``), each with its path as its table source."""
+    rtl_dir = Path(rtl_dir or ROOT / "rtl_out")
+    items = []
+    for verilog in sorted(rtl_dir.glob("*.v")):
+        source = (str(verilog.resolve().relative_to(ROOT))
+                  if verilog.resolve().is_relative_to(ROOT) else verilog.name)
+        items.append((verilog.stem, verilog.read_text(),
+                      json.loads(verilog.with_suffix(".json").read_text()), source))
     return items
 
 
@@ -420,33 +463,34 @@ def synth_task(text, manifest, source, options):
 def synth_sweep(items, *, path=None, cluster=None, jobs=1, retries=2, progress=True,
                 hierarchical=False, timeout=3600, backend=None, checkpoint=False,
                 cache_dir=None):
-    """Synthesize ``items`` (:func:`synth_items`) into the synthesis table at ``path``
-    (default ``sim/cost/synth_table.json``); returns the :class:`Report`.
+    """Synthesize ``items`` (:func:`synth_items`, :func:`rtl_items`: ``(module, text,
+    manifest)``, with the table's ``source`` as a fourth field where it is not
+    ``"generated: <module>"``) into the synthesis table at ``path`` (default
+    ``sim/cost/synth_table.json``), in their order; returns the :class:`Report`.
 
     An item whose Verilog the table holds already (with blocks, for ``hierarchical``) is
     skipped, its entry given the item's manifest (:func:`sim.cost.table.refresh_manifests`).
-    Each result is merged into the file as it arrives
-    (:func:`sim.cost.table.merge_into`), exactly as ``record_verilog`` merges it.
-    ``checkpoint`` keeps each flat run's design after ``synth`` in the worker's
-    ``cache_dir``, so a task stopped and run again there resumes.
+    Each result is merged into the file as it arrives (:func:`sim.cost.table.merge_into`),
+    so an interrupted run keeps what it finished. ``checkpoint`` keeps each flat run's
+    design after ``synth`` in the worker's ``cache_dir``, so a task stopped and run again
+    there resumes.
     """
     from sim.cost import synth, table
 
     path = Path(path or table.TABLE_PATH)
     held = table.load_table(path)
-    table.refresh_manifests([(text, manifest) for _, text, manifest in items], held,
-                            path=path)
+    table.refresh_manifests([(item[1], item[2]) for item in items], held, path=path)
     report = Report()
     tasks = []
     options = {"hierarchical": hierarchical, "timeout": timeout, "backend": backend,
                "checkpoint": checkpoint,
                "cache_dir": None if cache_dir is None else str(cache_dir)}
-    for name, text, manifest in items:
+    for name, text, manifest, *source in items:
         if not table.needs_synthesis(held, synth.verilog_sha256(text), hierarchical):
             report.skipped.append(name)
             continue
-        tasks.append(Task(name, "synth", synth_task,
-                          (text, manifest, "generated: " + name, options)))
+        source = source[0] if source else "generated: " + name
+        tasks.append(Task(name, "synth", synth_task, (text, manifest, source, options)))
 
     def merge(task, value):
         sha, entry = value
@@ -454,6 +498,32 @@ def synth_sweep(items, *, path=None, cluster=None, jobs=1, retries=2, progress=T
 
     return run_tasks(tasks, merge, cluster=cluster, jobs=jobs, retries=retries,
                      progress=progress, desc="sweep synth", report=report)
+
+
+def synthesize_sweep(configs=None, *, accum=None, checkpoint=False, **options):
+    """Synthesize ``rtl_out/``'s modules and the configurations ``configs`` (default: the
+    whole grid of back end ``accum``, :func:`sim.cost.table.sweep_configs`; each
+    configuration with its default back end when None) into the synthesis table
+    (:func:`synth_sweep`, whose keywords ``options`` are), smallest first by the area model,
+    so that an interrupted run has recorded as many configurations as it could. With
+    ``checkpoint``, the units a stopped run left checkpointed go first. Returns the
+    :class:`Report`."""
+    from sim import area_model
+    from sim.cost import synth, table
+
+    configs = table.sweep_configs(accum) if configs is None else configs
+    items = {}
+    for item in rtl_items() + synth_items(configs, accum=accum):
+        items.setdefault(item[0], item)
+
+    where = {"cache_dir": options["cache_dir"]} if options.get("cache_dir") else {}
+
+    def order(item):
+        name, text, manifest = item[:3]
+        resumable = checkpoint and synth.has_checkpoint(text, name, **where)
+        return (not resumable, area_model.estimate_manifest(manifest).nand2, name)
+
+    return synth_sweep(sorted(items.values(), key=order), checkpoint=checkpoint, **options)
 
 
 # --- verification ---------------------------------------------------------------------------
@@ -610,6 +680,140 @@ def energy_sweep(configs, *, path=None, cluster=None, jobs=1, retries=2, progres
 
     return run_tasks(tasks, merge, cluster=cluster, jobs=jobs, retries=retries,
                      progress=progress, desc="sweep energy", report=report)
+
+
+def measure_task(verilog, manifest, stimuli, steps, seed, backend):
+    """Worker side of :func:`energy_rows`: :func:`sim.cost.energy.measure` of one module."""
+    from sim.cost.energy import measure
+
+    return measure(verilog, manifest, stimuli, steps=steps, seed=seed, synth_backend=backend)
+
+
+def energy_rows(units, residuals, stimuli=None, *, stages=None, lanes=None, accum=None,
+                steps=None, seed=0, rtl_dir=None, manifests=None, synth_backend=None, jobs=1,
+                progress=True, desc="energy"):
+    """The energy comparison of ``hif4 estimate --energy``: the modules of
+    :func:`sim.cost.energy.energy_selection` (the dot units among ``units`` x
+    ``residuals`` and their MXFP4 / NVFP4 baselines, from ``manifests`` or ``rtl_dir``),
+    each measured (:func:`sim.cost.energy.measure`) as one ``energy`` task in ``jobs``
+    local processes, into :func:`sim.cost.energy.comparison_rows`. ``LookupError`` when
+    nothing is selected; a module that cannot be measured raises its error (the first
+    one) once the others are done."""
+    from sim.cost import energy
+
+    stimuli = list(stimuli or energy.STIMULI)
+    steps = energy.DEFAULT_STEPS if steps is None else steps
+    chosen, bases, todo = energy.energy_selection(units, residuals, stages=stages,
+                                                  lanes=lanes, accum=accum, rtl_dir=rtl_dir,
+                                                  manifests=manifests)
+    measured = {}
+    tasks = [Task(manifest["module"], "energy", measure_task,
+                  (str(verilog), manifest, stimuli, steps, seed, synth_backend))
+             for verilog, manifest in todo]
+
+    def merge(task, value):
+        measured[task.name] = value
+
+    report = run_tasks(tasks, merge, jobs=max(1, min(jobs, len(tasks))), retries=0,
+                       progress=progress, desc=desc)
+    for name in report.failed:
+        raise report.errors.get(name) or RuntimeError(f"{name}: {report.failed[name]}")
+    return energy.comparison_rows(chosen, bases, measured, stimuli)
+
+
+# --- iso-frequency -------------------------------------------------------------------------
+
+def isofreq_modules(configs, stages, lanes, build=None, accum=None):
+    """``{(unit, residual, stages): (verilog_text, manifest)}`` of every configuration
+    (``(unit, residual)``) and stage count at ``lanes`` lanes, with back end ``accum``
+    where the pair has it (else its default), generated (cached) under ``build``."""
+    from hif4spec import accums_of
+
+    out = {}
+    for unit, residual in configs:
+        for s in stages:
+            acc = accum if accum in accums_of(unit, residual) else None
+            verilog = generate_config(unit, residual, s, lanes, build, accum=acc)
+            out[unit, residual, s] = (verilog.read_text(),
+                                      json.loads(verilog.with_suffix(".json").read_text()))
+    return out
+
+
+def isofreq_sweep(configs=None, *, stages=None, lanes=None, targets=None, scripts=None,
+                  liberty=None, lib=None, path=None, build=None, accum=None, cluster=None,
+                  jobs=1, retries=2, progress=True, backend=None, exhaustive=False,
+                  synthesize=True):
+    """The iso-frequency sweep (:mod:`sim.cost.isofreq`) into the table at ``path``
+    (default :data:`sim.cost.isofreq.TABLE`); returns ``(runs, report)``: the table's runs
+    of this library for ``configs`` (default the standard set, dot units and encoders),
+    ``stages`` and ``lanes``, and the :class:`Report` of all rounds. Stage counts go in
+    increasing order, each script in turn (:func:`sim.cost.isofreq.plan` prunes), every
+    synthesis a ``synth`` task (:func:`sim.cost.isofreq.isofreq_task`). ``targets`` (ps)
+    replaces both default lists. :class:`Interrupted` passes through (what finished is in
+    the table). ``synthesize`` False runs nothing: the runs the table holds already."""
+    from sim.cost import isofreq
+    from sim.cost.liberty import load_library
+    from sim.cost.synth import verilog_sha256
+
+    configs = [tuple(c) for c in (configs or isofreq.DOT_CONFIGS + isofreq.ENCODER_CONFIGS)]
+    stages = isofreq.STAGES if stages is None else stages
+    lanes = isofreq.LANES if lanes is None else lanes
+    scripts = isofreq.SCRIPTS if scripts is None else scripts
+    path = path or isofreq.TABLE
+    lib = lib or load_library(liberty)
+    modules = isofreq_modules(configs, stages, lanes, build, accum)
+    shas = {k: verilog_sha256(text) for k, (text, _) in modules.items()}
+    report = Report()
+    start = time.monotonic()
+
+    def mine(table):
+        want = set(shas.values())
+        return [r for r in isofreq.runs_of(table, lib.sha256) if r["sha256"] in want]
+
+    for stage in sorted(stages) if synthesize else ():
+        for script in scripts:
+            table = isofreq.load(path)
+            tasks, keys = [], {}
+            for config, t in isofreq.plan(mine(table), configs, stage, script,
+                                          lambda c: isofreq.default_targets(c, targets),
+                                          exhaustive=exhaustive, gate="delay" in scripts):
+                text, manifest = modules[(*config, stage)]
+                key = isofreq.table_key(lib.sha256, shas[(*config, stage)], script, t)
+                name = f"{manifest['module']}/{script}/{t:g}"
+                if key in table["runs"]:
+                    report.skipped.append(name)
+                    continue
+                keys[name] = key
+                tasks.append(Task(name, "synth", isofreq.isofreq_task,
+                                  (text, manifest, script, float(t), lib.path, backend)))
+
+            def on_result(task, record, keys=keys):
+                isofreq.merge(path, keys[task.name], record)
+
+            run_tasks(tasks, on_result, cluster=cluster, jobs=jobs, retries=retries,
+                      progress=progress, desc=f"sweep isofreq: {stage} stage(s), {script}",
+                      report=report)
+    report.seconds = time.monotonic() - start
+    return mine(isofreq.load(path)), report
+
+
+def isofreq_energy(rows, lib, clock_ps, build=None, **options):
+    """Energy per MAC (pJ) at ``clock_ps`` of each dot row of the sweep's summary that
+    meets it, measured on the very netlist of the row (same script and ABC target:
+    libsynth's cache) by :func:`sim.cost.libenergy.measure_liberty` on its default
+    stimulus (``options`` are its keywords), added to the rows as ``pj_per_mac``."""
+    from sim.cost.libenergy import measure_liberty
+
+    for row in rows:
+        if row.get("kind") != "dot" or not row.get("meets"):
+            continue
+        verilog = generate_config(row["unit"], row["residual"], row["stages"], row["lanes"],
+                                  build, accum=row["accum"])
+        manifest = json.loads(verilog.with_suffix(".json").read_text())
+        (figures,) = measure_liberty(verilog.read_text(), manifest, lib=lib,
+                                     clock_ps=clock_ps, script=row["script"],
+                                     synth_clock_ps=row["target_ps"], **options).values()
+        row["pj_per_mac"] = figures["pj_per_mac"]
 
 
 # --- soak -----------------------------------------------------------------------------------

@@ -297,11 +297,11 @@ def run(args):
 def _liberty_energy(rows, liberty, stimuli, steps):
     """Energy per MAC in pJ of each dot row's liberty netlist (the mapping its ``liberty``
     figures come from) at the clock it is reported at, on each stimulus: the row's
-    ``liberty["energy"]`` (:func:`sim.cost.libenergy.measure_liberty_stimuli`)."""
+    ``liberty["energy"]`` (:func:`sim.cost.libenergy.measure_liberty`)."""
     import json
     import sys
 
-    from sim.cost.libenergy import measure_liberty_stimuli
+    from sim.cost.libenergy import measure_liberty
 
     dots = [r for r in rows if r.get("liberty") and "macs_per_cycle" in r]
     for k, r in enumerate(dots):
@@ -309,10 +309,10 @@ def _liberty_energy(rows, liberty, stimuli, steps):
         print(f"hif4 estimate: liberty energy {k + 1}/{len(dots)}: {r['module']} "
               f"({', '.join(stimuli)}; a minute or two per unit)", file=sys.stderr)
         manifest = json.loads(Path(r["verilog"]).with_suffix(".json").read_text())
-        figures = measure_liberty_stimuli(Path(r["verilog"]).read_text(), manifest, stimuli,
-                                          lib=liberty["lib"], clock_ps=1e6 / lf["freq_mhz"],
-                                          steps=steps, script=lf["script"],
-                                          synth_clock_ps=lf["target_ps"])
+        figures = measure_liberty(Path(r["verilog"]).read_text(), manifest, stimuli,
+                                  lib=liberty["lib"], clock_ps=1e6 / lf["freq_mhz"],
+                                  steps=steps, script=lf["script"],
+                                  synth_clock_ps=lf["target_ps"])
         lf["energy"] = {s: {key: f[key] for key in ("pj_per_mac", "data_pj_per_mac",
                                                      "clock_pj_per_mac", "leakage_pj_per_mac",
                                                      "clock_ps", "voltage", "checked_words")}
@@ -320,25 +320,23 @@ def _liberty_energy(rows, liberty, stimuli, steps):
 
 
 def _energy(args, units, residuals, select, manifests, rtl_dir, stimuli, steps):
-    """The energy rows of the selection (:func:`sim.cost.energy.energy_rows`)."""
+    """The energy rows of the selection (:func:`sim.sweep.energy_rows`)."""
+    from sim import sweep
     from sim.cost import energy
     from sim.cost.activity import ActivityError
     from sim.cost.synth import SynthError
 
     from ._util import ToolError
 
-    bar = Reporter("hif4 estimate --energy", unit="unit")
     try:
-        rows = energy.energy_rows(units, residuals, stimuli, **select, steps=steps,
-                                  rtl_dir=rtl_dir, manifests=manifests, progress=bar,
-                                  synth_backend=args.synth_backend,
-                                  jobs=args.jobs or os.cpu_count() or 1)
+        return sweep.energy_rows(units, residuals, stimuli, **select, steps=steps,
+                                 rtl_dir=rtl_dir, manifests=manifests,
+                                 synth_backend=args.synth_backend,
+                                 jobs=args.jobs or os.cpu_count() or 1,
+                                 desc="hif4 estimate --energy")
     except SynthError as exc:
         raise ToolError(f"netlist synthesis failed: {str(exc).splitlines()[0]}") from None
     except LookupError as exc:
         raise CLIError(str(exc)) from None
     except (ActivityError, energy.EnergyError) as exc:
         raise ToolError(str(exc).splitlines()[0]) from None
-    finally:
-        bar.close()
-    return rows

@@ -433,7 +433,7 @@ def _run_isofreq(args, cluster):
         isofreq.TABLE.parent.mkdir(parents=True, exist_ok=True)
     table = check_output_file(args.table or isofreq.TABLE, "--table")
     try:
-        runs, report = isofreq.isofreq_sweep(
+        runs, report = sweep.isofreq_sweep(
             configs, stages=stages, lanes=lanes, targets=clocks, lib=lib, path=table,
             scripts=scripts,
             accum=args.accum, cluster=cluster, jobs=args.jobs, retries=args.retries,
@@ -457,8 +457,8 @@ def _run_isofreq(args, cluster):
     for which in ("common", "common_without_residual"):
         if which == "common" or summ[which]:
             if args.energy and summ[which]:
-                isofreq.energy_at(summ[which]["rows"], lib, summ[which]["clock_ps"],
-                                  **({"steps": args.vectors} if args.vectors else {}))
+                sweep.isofreq_energy(summ[which]["rows"], lib, summ[which]["clock_ps"],
+                                     **({"steps": args.vectors} if args.vectors else {}))
             print()
             print(isofreq.format_common(summ, fo4, which))
     common_mhz = [(summ[w]["clock_mhz"], label) for w, label in

@@ -1,2 +1,2 @@
-"""Cost estimation: Yosys synthesis (:mod:`sim.cost.synth`) and primitive modules for the
-area model's calibration (:mod:`sim.cost.primitives`)."""
+"""Cost estimation: Yosys synthesis (:mod:`sim.cost.synth`), the synthesis table
+(:mod:`sim.cost.table`), area and energy figures, read from manifests and netlists only."""

@@ -33,7 +33,7 @@ from hif4spec import STEP_ELEMS, unit_spec
 __all__ = ["FF_CLOCK_LOAD", "STIMULI", "DEFAULT_STEPS", "RESET_CYCLES", "EnergyError",
            "minilm_tensors", "stimulus_tensors", "gemm_stream", "stimulus_stream",
            "ENGINES", "stream_vectors", "payload_vectors", "run_streams", "run_stream", "gate_sim",
-           "energy_from_toggles", "measure", "energy_rows",
+           "energy_from_toggles", "measure", "energy_selection", "comparison_rows",
            "format_table", "plot_rows"]
 
 #: NAND2-input toggles of clock load per flip-flop per cycle: a static master-slave
@@ -355,22 +355,18 @@ def measure(verilog, manifest, stimuli=STIMULI, *, steps=DEFAULT_STEPS, seed=0,
     return out
 
 
-def energy_rows(units, residuals, stimuli=STIMULI, *, stages=None, lanes=None, accum=None,
-                steps=DEFAULT_STEPS, seed=0, rtl_dir=None, manifests=None, progress=None,
-                synth_backend=None, jobs=1):
-    """One dict per (unit, residual, stimulus): energy per MAC of the netlist on that stream,
-    for the dot-product units among ``units`` (encoders are left out).
+def energy_selection(units, residuals, *, stages=None, lanes=None, accum=None, rtl_dir=None,
+                     manifests=None):
+    """The modules ``hif4 estimate --energy`` measures: ``(chosen, bases, todo)``.
 
-    Modules are picked as ``hif4 estimate`` picks them
-    (:func:`sim.cost.estimate.select_manifest`, with ``accum`` as
-    :func:`sim.cost.estimate.estimate_rows` takes it); MXFP4 and NVFP4 without residual, at the
-    same stages and lanes, are measured too when present, for the ratio columns
-    ``vs_mxfp4`` / ``vs_nvfp4`` (total energy per MAC on the same stimulus). ``progress``
-    is called as ``progress(done, total, module)``, one count per module measured.
-    ``jobs`` > 1 measures that many modules at once, each in a process of its own (netlist
-    synthesis and simulation), and so does a run with ``progress``, which is also called
-    every few seconds while modules are running; the rows are the same.
-    """
+    ``chosen`` is the ``(verilog_path, manifest)`` of each (unit, residual) pair of the
+    dot-product units among ``units`` (encoders are left out), picked as ``hif4 estimate``
+    picks them (:func:`sim.cost.estimate.select_manifest`, with ``accum`` as
+    :func:`sim.cost.estimate.estimate_rows` takes it) from ``manifests`` (default: those
+    of ``rtl_dir``, default ``rtl_out/``); ``bases`` maps ``(fmt, stages, lanes)`` to the
+    MXFP4 or NVFP4 module without residual at the same stages and lanes, for the ratio
+    columns (None when that module is not there); ``todo`` is every module to measure,
+    once each. Raises ``LookupError`` when nothing is left to measure."""
     from hif4spec import residuals_of
 
     from . import estimate as est
@@ -401,30 +397,14 @@ def energy_rows(units, residuals, stimuli=STIMULI, *, stages=None, lanes=None, a
                     bases[key] = None
             if bases[key] is not None:
                 todo.setdefault(bases[key][1]["module"], bases[key])
-    todo = list(todo.values())
-    measured = {}
-    kwargs = {"steps": steps, "seed": seed, "synth_backend": synth_backend}
-    jobs = max(1, min(jobs, len(todo)))
-    if jobs == 1 and progress is None:
-        for verilog, manifest in todo:
-            measured[manifest["module"]] = measure(verilog, manifest, stimuli, **kwargs)
-    else:
-        import multiprocessing
-        from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    return chosen, bases, list(todo.values())
 
-        ctx = multiprocessing.get_context("spawn")      # no forked copies of NumPy threads
-        with ProcessPoolExecutor(jobs, mp_context=ctx) as pool:
-            pending = {pool.submit(measure, verilog, manifest, stimuli, **kwargs):
-                       manifest["module"] for verilog, manifest in todo}
-            while pending:
-                if progress:                            # also a heartbeat every few seconds
-                    progress(len(measured), len(todo),
-                             "running " + ", ".join(list(pending.values())[:jobs]))
-                done, _ = wait(pending, timeout=5, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    measured[pending.pop(fut)] = fut.result()
-    if progress:
-        progress(len(todo), len(todo), "done")
+
+def comparison_rows(chosen, bases, measured, stimuli=STIMULI):
+    """One dict per chosen module (:func:`energy_selection`) and stimulus: the figures of
+    :func:`measure` (``measured``: ``{module: {stimulus: figures}}``) and the ratio
+    columns ``vs_mxfp4`` / ``vs_nvfp4`` (total energy per MAC on the same stimulus, None
+    where that module is not there)."""
     rows = []
     for _, manifest in chosen:
         par = manifest["parameters"]
@@ -441,7 +421,7 @@ def energy_rows(units, residuals, stimuli=STIMULI, *, stages=None, lanes=None, a
 
 
 def format_table(rows):
-    """A plain-text table of :func:`energy_rows`."""
+    """A plain-text table of :func:`comparison_rows`."""
     head = ["unit", "residual", "stimulus", "zeros", "energy/MAC", "data/MAC", "clock/MAC",
             "FF share", "vs MXFP4", "vs NVFP4"]
 

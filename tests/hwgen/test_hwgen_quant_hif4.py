@@ -28,7 +28,7 @@ from conftest import e6m2
 from hif4spec import FORMATS, RESIDUAL24
 from hwgen import quant_hif4 as qh
 from hwgen.parts import probe
-from sim.cost.primitives import FAMILIES, primitive_verilog
+from hwgen.primitives import FAMILIES, primitive_verilog
 from sim.formats import packing, quantize
 from sim.formats.codecs import HIF4_REC, encode_e6m2
 from sim.formats.hif4 import scale_code_plain
@@ -530,7 +530,7 @@ def test_dx_window_bounds():
 
 @pytest.mark.parametrize("mode", ["none", "2:4", "dense"])
 def test_parts(mode):
-    """Every stage reports parts in families of ``sim.cost.primitives`` that generate."""
+    """Every stage reports parts in families of ``hwgen.primitives`` that generate."""
     core = qh.HiF4Quantizer(resq=mode)
     names = [n for n, s in core.stages if probe(s)]
     assert names == ["scale", "elements"] + (

@@ -27,7 +27,7 @@ from conftest import e2m1, ue4m3
 from hif4spec import operand_layout, residual_layout
 from hwgen import quant_mxnv as qm
 from hwgen.parts import probe
-from sim.cost.primitives import FAMILIES
+from hwgen.primitives import FAMILIES
 from sim.formats import nvfp4 as nvmod
 from sim.formats import packing, quantize
 from sim.formats.codecs import e2m1_round, e4m3_round_fast

@@ -132,7 +132,7 @@ def no_work(monkeypatch):
     for module, name in [(hwgen.units, "build_unit"), (sim.bench.runner, "verify"),
                          (sim.bench.runner, "build"), (sim.bench.runner, "generate_cached"),
                          (sim.cost.estimate, "estimate_rows"), (sim.cyclesim, "simulate_gemm"),
-                         (sim.cost.energy, "energy_rows"), (sim.cost.energy, "measure"),
+                         (sim.sweep, "energy_rows"), (sim.cost.energy, "measure"),
                          (sim.formats, "quantize"), (sim.formats.resq, "resq"),
                          (sim.formats.bench, "throughput"), (sim.sweep, "soak")]:
         monkeypatch.setattr(module, name, work)

@@ -190,7 +190,7 @@ def test_estimate_liberty_energy(small_unit, capsys):
     (same script and ABC target), at the clock the unit is reported at, as
     :func:`sim.cost.libenergy.measure_liberty` gives it."""
     from sim.cost.liberty import load_library
-    from sim.cost.libenergy import measure_liberty_file
+    from sim.cost.libenergy import measure_liberty
 
     capsys.readouterr()
     argv = ["estimate", "--unit", "nvfp4", "--rtl-dir", str(small_unit), "--liberty",
@@ -204,8 +204,11 @@ def test_estimate_liberty_energy(small_unit, capsys):
     assert e["checked_words"] > 0
     assert e["pj_per_mac"] == pytest.approx(e["data_pj_per_mac"] + e["clock_pj_per_mac"]
                                             + e["leakage_pj_per_mac"])
-    want = measure_liberty_file(Path(r["verilog"]), clock_ps=period, lib=load_library(),
-                                stimulus="gaussian", steps=40, synth_clock_ps=lf["target_ps"])
+    verilog = Path(r["verilog"])
+    want = measure_liberty(verilog.read_text(),
+                           json.loads(verilog.with_suffix(".json").read_text()),
+                           clock_ps=period, lib=load_library(), steps=40,
+                           synth_clock_ps=lf["target_ps"])["gaussian"]
     assert e["pj_per_mac"] == want["pj_per_mac"]
     assert want["area_um2"] == lf["area_um2"]          # the same mapping
     # the NAND2-eq energy is still there, and the text table shows the pJ column

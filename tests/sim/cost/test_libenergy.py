@@ -260,8 +260,8 @@ def test_standard_unit_short_stream(lib):
     # the unit test_liberty maps with the same script and no target: one synthesis for both
     path = REPO / "rtl_out" / "hif4_dot_rnone_s3_l64_bnd.v"
     manifest = json.loads(path.with_suffix(".json").read_text())
-    r = libenergy.measure_liberty(path.read_text(), manifest, lib=lib, clock_ps=1000,
-                                  stimulus="gaussian", steps=48)
+    (r,) = libenergy.measure_liberty(path.read_text(), manifest, ("gaussian",), lib=lib,
+                                     clock_ps=1000, steps=48).values()
     assert r["mismatches"] == 0 and r["checked_words"] > 0
     assert r["steps"] >= 48 and r["macs"] == 64 * r["steps"]
     for k in ("data_pj_per_mac", "clock_pj_per_mac", "leakage_pj_per_mac"):
@@ -270,13 +270,12 @@ def test_standard_unit_short_stream(lib):
                                             + r["leakage_pj_per_mac"])
     assert r["voltage"] == lib.voltage and r["clock_ps"] == 1000
     # several stimuli side by side give each one's figures; no clock: the critical path
-    both = libenergy.measure_liberty_stimuli(path.read_text(), manifest,
-                                             ("zero-heavy", "gaussian"), lib=lib,
-                                             clock_ps=1000, steps=48)
+    both = libenergy.measure_liberty(path.read_text(), manifest, ("zero-heavy", "gaussian"),
+                                     lib=lib, clock_ps=1000, steps=48)
     assert both["gaussian"] == r
     assert both["zero-heavy"]["mismatches"] == 0
     free = libenergy.measure_liberty(path.read_text(), manifest, lib=lib, clock_ps=None,
-                                     steps=48)
+                                     steps=48)["gaussian"]
     assert free["clock_ps"] >= free["critical_ps"] > free["clock_ps"] - 100
     assert free["data_pj_per_mac"] == r["data_pj_per_mac"]
 

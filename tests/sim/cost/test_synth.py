@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from sim.cost import abc_split, primitives, synth, table
+from hwgen import primitives
+from sim.cost import abc_split, synth, table
 
 STAT = """
 === top ===
@@ -335,104 +336,26 @@ def test_resynthesize_the_standard_set(tmp_path, backend):
         json.dumps(res.to_json())
 
 
-def test_record_keeps_going_past_a_failed_module(tmp_path):
-    """One module that Yosys rejects does not cost the others their entries; the error
-    names it, and the table file holds the rest."""
-    top, text = primitives.primitive_verilog("mul", (2, 2))
-    (tmp_path / "good.v").write_text(text)
-    (tmp_path / "bad.v").write_text("module bad(input a; endmodule\n")
-    for name, module in (("good", top), ("bad", "bad")):
-        (tmp_path / f"{name}.json").write_text(json.dumps(
-            {"module": module, "unit": "test", "parameters": {}}))
-    lines = []
-    path = tmp_path / "table.json"
-    with pytest.raises(synth.SynthError, match=r"1 of 2 modules not synthesized: bad"):
-        table.record_verilog([tmp_path / "bad.v", tmp_path / "good.v"], {},
-                             hierarchical=False, path=path,
-                             progress=lambda d, n, what: lines.append(what))
-    recorded = table.load_table(path)
-    assert [e["manifest"]["module"] for e in recorded.values()] == [top]
-    assert sorted(lines) == ["FAILED bad", top]
-
-
-def test_record_reports_running_modules_while_none_finishes(tmp_path, monkeypatch):
-    """A module that takes longer than the heartbeat is not silent: the progress callback
-    hears, before it finishes, which modules run and for how long, without any count
-    moving; then the finished module by name."""
-    import threading
-    import time
-
-    for name in ("slow", "quick"):
-        top, text = primitives.primitive_verilog("mul", (2, 3) if name == "slow" else (2, 2))
-        (tmp_path / f"{name}.v").write_text(text)
-        (tmp_path / f"{name}.json").write_text(json.dumps({"module": name, "unit": "test"}))
-    release = threading.Event()
-
-    def entry_for(p, **kwargs):
-        if p.stem == "slow":
-            assert release.wait(10)
-        return p.stem, {"manifest": {"module": p.stem}, "nand2": 1.0}
-
-    calls = []
-
-    def progress(done, total, what):
-        calls.append((done, total, what))
-        if sum(what.startswith("slow ") for _, _, what in calls) == 3:
-            release.set()
-    monkeypatch.setattr(table, "entry_for", entry_for)
-    monkeypatch.setattr(table, "HEARTBEAT_S", 0.05)
-    start = time.monotonic()
-    table.record_verilog([tmp_path / "slow.v", tmp_path / "quick.v"], {}, jobs=2,
-                         hierarchical=False, path=tmp_path / "t.json", progress=progress)
-    assert time.monotonic() - start < 10
-    assert calls[-1] == (2, 2, "slow")
-    beats = calls[calls.index((1, 2, "quick")) + 1:-1]     # quick is in, slow runs
-    assert len(beats) >= 3
-    for done, total, what in beats:
-        assert (done, total) == (1, 2)
-        assert re.fullmatch(r"slow \d+:\d\d:\d\d", what), what
-
-
-def test_record_refreshes_a_stale_manifest_without_synthesis(tmp_path, monkeypatch):
+def test_refresh_gives_a_stale_entry_the_new_manifest(tmp_path):
     """A Verilog text the table holds already, whose generator now reports another
-    manifest, takes the new manifest and keeps its synthesized figures; nothing is
-    synthesized, and a text the table lacks is not added by the refresh."""
+    manifest, takes the new manifest and keeps its synthesized figures; a text the table
+    lacks is not added by the refresh."""
     top, text = primitives.primitive_verilog("mul", (2, 2))
-    (tmp_path / "m.v").write_text(text)
     manifest = {"module": top, "unit": "test", "parameters": {},
                 "structure": [{"block": "front", "family": "mul", "params": [2, 2],
                                "count": 1, "term": "t"}]}
-    (tmp_path / "m.json").write_text(json.dumps(manifest))
     stale = {**manifest, "structure": [{**manifest["structure"][0]}]}
     del stale["structure"][0]["term"]
     sha = synth.verilog_sha256(text)
     path = tmp_path / "table.json"
     table.save_table({sha: {"manifest": stale, "nand2": 7.0, "source": "m.v"}}, path)
-
-    def no_synthesis(*args, **kwargs):
-        raise AssertionError("synthesized")
-    monkeypatch.setattr(synth, "synthesize_text", no_synthesis)
-    held = table.record_verilog([tmp_path / "m.v"], hierarchical=False, path=path)
+    held = table.load_table(path)
+    assert table.refresh_manifests([(text, manifest)], held, path=path) == [top]
     assert held[sha] == table.load_table(path)[sha] == {
         "manifest": manifest, "nand2": 7.0, "source": "m.v"}
     other_top, other = primitives.primitive_verilog("mul", (3, 3))
     assert table.refresh_manifests([(other, {"module": other_top})], path=path) == []
     assert list(table.load_table(path)) == [sha]
-
-
-def test_sweep_resumes_checkpointed_units_first(monkeypatch):
-    """With checkpoint=True the sweep starts with the units a stopped run left after
-    `synth`, then goes smallest first; without it, smallest first only."""
-    seen = {}
-    monkeypatch.setattr(table, "record_verilog", lambda paths, **kw: seen.setdefault(
-        kw["checkpoint"], [p.stem for p in paths if p.parent.name != "rtl_out"]))
-    monkeypatch.setattr(synth, "has_checkpoint",
-                        lambda text, top, cache_dir=None: top == "mxfp4_dot_rnone_s4_l64")
-    configs = [("mxfp4", "none", 4, 64), ("nvfp4", "none", 4, 16)]
-    table.synthesize_sweep(configs=configs, checkpoint=True, accum="window")
-    table.synthesize_sweep(configs=configs, checkpoint=False, accum="window")
-    assert seen[True] == ["mxfp4_dot_rnone_s4_l64", "nvfp4_dot_rnone_s4_l16"]
-    assert seen[False] == ["nvfp4_dot_rnone_s4_l16", "mxfp4_dot_rnone_s4_l64"]
 
 
 def test_native_checkpointed_run_resumes_inside_abc(tmp_path, monkeypatch):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from sim import sweep
 from sim.cli import main
-from sim.cost import primitives
+from hwgen import primitives
 
 #: A selection the command accepts; its configurations are replaced by the primitives.
 SELECTION = ["--unit", "hif4", "--residual", "none", "--stages", "3", "--lanes", "16"]

@@ -13,9 +13,10 @@ import pytest
 import sweep_driver
 
 from hif4spec import units
+from hwgen import primitives
 from sim import sweep
 from sim.cli import main
-from sim.cost import primitives, synth, table
+from sim.cost import synth, table
 
 
 def _primitive_item(family, params):
@@ -77,6 +78,26 @@ def test_failing_task_is_retried_named_and_the_others_land(tmp_path, capsys):
     assert {e["manifest"]["module"] for e in held.values()} == {n for n, _, _ in good}
     # a line per finished task, with the ETA
     assert err.count("sweep synth:") >= 3 and "<" in err
+
+
+def test_synthesize_sweep_resumes_checkpointed_units_first(monkeypatch):
+    """With checkpoint=True the grid sweep starts with the units a stopped run left after
+    `synth`, then goes smallest first by the area model; without it, smallest first only;
+    ``rtl_out/``'s modules come along with their paths as the table's source."""
+    seen = {}
+
+    def record(items, **kw):
+        seen[kw["checkpoint"]] = [i[0] for i in items if len(i) == 3]
+        assert all(i[3] == f"rtl_out/{i[0]}.v" for i in items if len(i) == 4)
+        return sweep.Report()
+    monkeypatch.setattr(sweep, "synth_sweep", record)
+    monkeypatch.setattr(synth, "has_checkpoint",
+                        lambda text, top, cache_dir=None: top == "mxfp4_dot_rnone_s4_l64")
+    configs = [("mxfp4", "none", 4, 64), ("nvfp4", "none", 4, 16)]
+    sweep.synthesize_sweep(configs, checkpoint=True, accum="window")
+    sweep.synthesize_sweep(configs, checkpoint=False, accum="window")
+    assert seen[True] == ["mxfp4_dot_rnone_s4_l64", "nvfp4_dot_rnone_s4_l16"]
+    assert seen[False] == ["nvfp4_dot_rnone_s4_l16", "mxfp4_dot_rnone_s4_l64"]
 
 
 def test_run_tasks_names_failures_and_counts_attempts(tmp_path):
@@ -244,6 +265,7 @@ def test_interrupted_rl_matrix_keeps_its_finished_runs(monkeypatch):
     """A Ctrl-C during the GRPO runs hands the finished runs back (``stop.partial``), in the
     form a rerun's ``previous`` keeps; the sweep CLI writes them to --json."""
     pytest.importorskip("torch")
+    from sim.cli.rl import sweep_runner
     from sim.rl import grpo
 
     def fake_run_tasks(tasks, on_result, **kw):
@@ -264,4 +286,3 @@ def test_interrupted_rl_matrix_keeps_its_finished_runs(monkeypatch):
     partial = stop.value.partial
     assert partial["partial"] and partial["seeds"] == [0]
     assert [r["config"] for r in partial["runs"]] == [c.name for c in configs[:2]]
-    from sim.cli.rl import sweep_runner

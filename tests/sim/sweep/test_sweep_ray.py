@@ -71,7 +71,7 @@ DRIVER = textwrap.dedent("""
                                "--build-dir", f"{tmp}/soak_ray"], check=True)
         # a failing task on Ray: retried, named, the others land
         from sim import sweep
-        from sim.cost import primitives
+        from hwgen import primitives
         items = []
         for params in ((4,), (6,)):
             top, text = primitives.primitive_verilog("add", params)
@@ -162,7 +162,7 @@ def test_cluster_sweep_equals_local_sweep(tmp_path):
     assert sorted(chunks("soak_ray")) == ["0", "1", "2"]
     fault = on_ray["fault"]
     assert list(fault["failed"]) == ["broken"] and "yosys failed" in fault["failed"]["broken"]
-    from sim.cost.primitives import primitive_verilog
+    from hwgen.primitives import primitive_verilog
 
     good = sorted(primitive_verilog("add", p)[0] for p in ((4,), (6,)))
     assert sorted(fault["done"]) == good

@@ -1,10 +1,11 @@
 """Small Verilog primitives whose synthesized areas calibrate the analytic area model.
 
-Each family is a deterministic Verilog generator with a few size parameters. They are
-synthesized with exactly the flow of :mod:`sim.cost.synth`, and
-``benchmarks/fit_area_model.py`` fits one cost formula per family
-(:mod:`sim.area_model`). Inputs and outputs are module ports, so nothing is optimized
-away; combinational families have no flip-flops.
+Each family is a deterministic Verilog generator with a few size parameters; the families
+are the ones the generators' blocks report their contents in (:mod:`hwgen.parts`), and
+:data:`FAMILIES` is their list. They are synthesized with exactly the flow of
+:mod:`sim.cost.synth`, and ``benchmarks/fit_area_model.py`` fits one cost formula per
+family name (:mod:`sim.area_model`). Inputs and outputs are module ports, so nothing is
+optimized away; combinational families have no flip-flops.
 
 Families (``name(params)``, what it is):
 
@@ -41,7 +42,8 @@ Families (``name(params)``, what it is):
 - ``hif4rnd(frac, g)``: step 7 of the HiF4 quantizer for ``g`` micro-groups of four
   elements of ``frac`` fraction bits sharing one E6M2 scale code: the REC exponent and the
   significand thresholds once, per micro-group its L2 + L3 shift, per element the compares
-  of its significand with the thresholds and the selection of k (``hwgen.quant_hif4.element_thresholds`` and ``element_code``,
+  of its significand with the thresholds and the selection of k
+  (:func:`hwgen.quant_hif4.element_thresholds` and :func:`~hwgen.quant_hif4.element_code`,
   converted by Amaranth, so the primitive is the generator's own logic).
 - ``nvscale(b)``: the NVFP4 encoder's scale stage for ``b`` blocks: the divisor ``3 Ts``
   once, per block the UE4M3 code of ``amax / 6 / T`` (``hwgen.quant_mxnv.nv_divisor`` and
@@ -257,7 +259,7 @@ def _e2m1rnd(w):
 def _hif4rnd(frac, g):
     from amaranth.hdl import Cat, Const, Module, Signal
 
-    from hwgen.quant_hif4 import REC_TABLE, element_code, element_thresholds
+    from .quant_hif4 import REC_TABLE, element_code, element_thresholds
 
     m = Module()
     w, n = frac + 8, 4 * g                          # fraction bits and the 8-bit exponent
@@ -286,7 +288,7 @@ def _convert(m, ports):
 def _nvscale(b):
     from amaranth.hdl import Cat, Module, Signal
 
-    from hwgen.quant_mxnv import MAG, nv_divisor, nv_scale_code, t_fields
+    from .quant_mxnv import MAG, nv_divisor, nv_scale_code, t_fields
 
     m = Module()
     t, amax = Signal(32, name="t"), Signal(b * MAG, name="amax")
@@ -302,7 +304,7 @@ def _nvscale(b):
 def _nvbounds(b):
     from amaranth.hdl import Module, Signal
 
-    from hwgen.quant_mxnv import NVBounds, nv_block_bounds, t_fields
+    from .quant_mxnv import NVBounds, nv_block_bounds, t_fields
 
     m = Module()
     t, codes = Signal(32, name="t"), Signal(8 * b, name="code")
