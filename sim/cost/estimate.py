@@ -294,7 +294,8 @@ def _row(verilog, manifest, tab, *, gemm, array, freq_ghz, bandwidth, synth, syn
     longest = entry["longest_path"] if entry else None
     if synth:
         if entry is None:
-            res = synth_mod.synthesize(verilog, manifest["module"], backend=synth_backend)
+            res = synth_mod.synthesize_text(Path(verilog).read_text(), manifest["module"],
+                                            backend=synth_backend)
             area_synth, longest = res.nand2, res.longest_path
         else:
             area_synth = entry["nand2"]

@@ -286,7 +286,7 @@ def export_netlist(path, top=None, **kwargs):
     ``top`` defaults to the manifest's ``module`` next to the file, else the module no other
     module instantiates. Keyword arguments: ``cache_dir`` (``build/netlist``), ``timeout``
     (seconds, 0 = none), ``backend`` (``"yowasp"`` or ``"native"``, as for
-    :func:`sim.cost.synth.synthesize`). Raises
+    :func:`sim.cost.synth.synthesize_text`). Raises
     :class:`~sim.cost.synth.SynthError` when Yosys fails.
     """
     path = Path(path)

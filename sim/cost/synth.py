@@ -9,7 +9,7 @@ The ``stat`` and ``ltp`` reports are written with ``tee -o FILE`` (Yosys' standa
 can be cut short) and parsed from those files. Area is given in NAND2 equivalents:
 estimated CMOS transistors / 4. The longest path is ``ltp``'s length in cells (flip-flops
 excluded). A second, hierarchical run of the same flow without ``-flatten`` gives the area
-of every sub-block (:func:`synthesize` with ``hierarchical=True``).
+of every sub-block (:func:`synthesize_text` with ``hierarchical=True``).
 
 Results are cached as JSON under ``build/synth/`` keyed by the SHA-256 of the Verilog text,
 the top module and the flow, so a module is synthesized once per content.
@@ -45,7 +45,7 @@ from pathlib import Path
 from . import abc_split
 
 __all__ = [
-    "FLOW", "HIER_FLOW", "SynthResult", "SynthError", "synthesize", "synthesize_text",
+    "FLOW", "HIER_FLOW", "SynthResult", "SynthError", "synthesize_text",
     "verilog_sha256", "parse_stat", "parse_ltp", "top_module_name",
     "DEFAULT_CACHE", "BACKENDS", "BACKEND_ENV", "default_backend", "yosys_version",
     "check_native",
@@ -330,7 +330,32 @@ def has_checkpoint(text, top, cache_dir=DEFAULT_CACHE):
 
 def synthesize_text(text, top=None, *, cache_dir=DEFAULT_CACHE, timeout=3600,
                     hierarchical=False, backend=None, checkpoint=False):
-    """Synthesize a Verilog text with the issue-5 flow; see :func:`synthesize`."""
+    """Synthesize a Verilog text with the issue-5 flow and return its figures.
+
+    Parameters
+    ----------
+    text : str
+        Verilog source (one design, all modules in it).
+    top : str, optional
+        Top module (a generated unit's: its manifest's ``module``); defaults to the module
+        no other module instantiates (:func:`top_module_name`).
+    cache_dir : str or Path or None
+        Cache folder (``build/synth`` by default); None disables the cache.
+    timeout : float
+        Seconds before Yosys is stopped (:class:`SynthError`).
+    hierarchical : bool
+        Run :data:`HIER_FLOW` instead and report per-module local areas in ``modules``.
+    backend : {"yowasp", "native"}, optional
+        Which Yosys build runs the flow (default: :func:`default_backend`). Both give the
+        same result, so the cache does not tell them apart.
+    checkpoint : bool
+        Flat flow only: run it in two halves and keep the design after ``synth`` in the
+        cache folder, so that a run of several hours that is stopped resumes from there.
+
+    Returns
+    -------
+    SynthResult
+    """
     backend = backend or default_backend()
     _check_backend(backend)
     if top is None:
@@ -428,45 +453,3 @@ def _result_from_stat(stat, top, sha, ltp, hierarchical):
         top=top, sha256=sha, transistors=transistors, nand2=transistors / 4, cells=cells,
         flip_flops=sum(cells.get(c, 0) for c in _FF_CELLS), longest_path=ltp,
         modules=dict(sorted(modules.items())))
-
-
-def synthesize(path, top=None, *, cache_dir=DEFAULT_CACHE, timeout=3600, hierarchical=False,
-               backend=None, checkpoint=False):
-    """Synthesize the Verilog file ``path`` with the issue-5 flow and return its figures.
-
-    Parameters
-    ----------
-    path : str or Path
-        Verilog file (one design, all modules in it).
-    top : str, optional
-        Top module; defaults to the manifest's ``module`` next to the file, else the module
-        no other module instantiates.
-    cache_dir : str or Path or None
-        Cache folder (``build/synth`` by default); None disables the cache.
-    timeout : float
-        Seconds before Yosys is stopped (:class:`SynthError`).
-    hierarchical : bool
-        Run :data:`HIER_FLOW` instead and report per-module local areas in ``modules``.
-    backend : {"yowasp", "native"}, optional
-        Which Yosys build runs the flow (default: :func:`default_backend`). Both give the
-        same result, so the cache does not tell them apart.
-    checkpoint : bool
-        Flat flow only: run it in two halves and keep the design after ``synth`` in the
-        cache folder, so that a run of several hours that is stopped resumes from there.
-
-    Returns
-    -------
-    SynthResult
-    """
-    path = Path(path)
-    text = path.read_text()
-    if top is None:
-        manifest = path.with_suffix(".json")
-        if manifest.is_file():
-            try:
-                top = json.loads(manifest.read_text()).get("module")
-            except ValueError:
-                top = None
-    return synthesize_text(text, top, cache_dir=cache_dir, timeout=timeout,
-                           hierarchical=hierarchical, backend=backend,
-                           checkpoint=checkpoint)
