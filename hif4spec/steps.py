@@ -67,12 +67,16 @@ STEP_LAYOUTS = {
 
 
 def step_layout(name):
-    """The :class:`StepLayout` called ``name``; ``ValueError`` naming the known ones."""
-    try:
-        return STEP_LAYOUTS[name]
-    except KeyError:
+    """The :class:`StepLayout` called ``name``: one of :data:`STEP_LAYOUTS`, or the operand
+    step of a block format registered in ``FORMATS`` since (``blocks_per_step`` blocks);
+    ``ValueError`` naming the known ones."""
+    lay = STEP_LAYOUTS.get(name)
+    if lay is None and name in FORMATS and FORMATS[name].blocks_per_step:
+        lay = StepLayout(name, FORMATS[name], FORMATS[name].blocks_per_step)
+    if lay is None:
         raise ValueError(f"Step layout must be one of {', '.join(STEP_LAYOUTS)}, "
-                         f"not {name!r}") from None
+                         f"not {name!r}")
+    return lay
 
 
 def operand_layout(fmt):

@@ -9,15 +9,18 @@ A unit is registered once here with the ``"module:attribute"`` of its Amaranth g
 estimators all read this table.
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from .formats import FORMATS
 from .steps import operand_layout, residual_layout
 
 __all__ = ["RESIDUAL_MODES", "RESIDUAL_TAGS", "ACCUMS", "EXACT_ACCUMS", "REFERENCE_ACCUM",
            "ACCUM_TAGS", "default_accum",
            "TRUNC_BITS", "TRUNC_BITS_RANGE", "TRUNC_PRESUM", "GEMMS", "STAGES", "LANES",
            "DEFAULTS", "KINDS",
-           "UnitSpec", "UNITS", "unit_spec", "units_of_kind", "check_params", "resolve",
+           "UnitSpec", "UNITS", "register_unit", "UnitView", "unit_spec", "units_of_kind", "check_residual", "check_params",
+           "resolve",
            "module_name", "parse_module_name", "payload_fields", "output_fields",
            "all_configs", "standard_set", "residuals_of", "accums_of", "BF16_BITS",
            "TENSOR_SCALE_BITS"]
@@ -57,7 +60,11 @@ TRUNC_PRESUM = ("nvfp4",)
 #: ``"fake"`` (a torch matmul of fake-quantized operands), ``"bit-true"`` (the words of the
 #: exact units) and one per inexact back end, named after it (the words of its units).
 GEMMS = ("fake", "bit-true", *(a for a in ACCUMS if a not in EXACT_ACCUMS))
-#: Pipeline register counts every unit accepts (``stages``).
+#: Pipeline depths every unit accepts (``stages``), the one knob of both kinds: a dot unit
+#: has ``stages`` registers on its path from ``i`` to ``o`` (the accumulator's among them),
+#: an encoder ``stages - 1`` (at 1 its output is combinational in a group's last beat).
+#: Where they sit and the latency that follows: ``hwgen.unit.DotUnit``,
+#: ``hwgen.encoder.EncoderUnit``.
 STAGES = (1, 2, 3, 4)
 #: Elements per cycle every unit accepts (``lanes``); a step is 64 elements.
 LANES = (16, 32, 64)
@@ -111,6 +118,46 @@ UNITS = {u.name: u for u in (
 )}
 
 
+def register_unit(spec):
+    """Enter unit ``spec`` (a :class:`UnitSpec`) into :data:`UNITS`: every consumer (the
+    CLI's choices, the generators, the benches, the cost models) reads it from there.
+    ``ValueError`` if its kind, format, residual modes or back ends are unknown, or another
+    unit has its name."""
+    if spec.kind not in KINDS:
+        raise ValueError(f"Unit kind must be one of {', '.join(KINDS)}, not {spec.kind!r}")
+    if spec.fmt not in FORMATS:
+        raise ValueError(f"unit {spec.name!r} names format {spec.fmt!r}, which "
+                         "hif4spec.FORMATS does not have")
+    bad = [r for r in (*spec.residuals, *spec.standard) if r not in RESIDUAL_MODES]
+    bad += [a for a in spec.accums if a not in ACCUMS]
+    if bad:
+        raise ValueError(f"unit {spec.name!r}: unknown residual mode or back end {bad[0]!r}")
+    if UNITS.setdefault(spec.name, spec) != spec:
+        raise ValueError(f"another unit is registered as {spec.name!r}")
+    return spec
+
+
+class UnitView(Mapping):
+    """A read-only view of :data:`UNITS` read at each access, so that a unit registered
+    after import is in it: the units of ``kind``, keyed by ``key`` (``"name"`` or
+    ``"fmt"``), each mapped to ``value(UnitSpec)``."""
+
+    def __init__(self, kind, value, key="name"):
+        self._kind, self._value, self._key = kind, value, key
+
+    def _map(self):
+        return {getattr(u, self._key): self._value(u) for u in units_of_kind(self._kind)}
+
+    def __getitem__(self, name):
+        return self._map()[name]
+
+    def __iter__(self):
+        return iter(self._map())
+
+    def __len__(self):
+        return len(self._map())
+
+
 def units_of_kind(kind):
     """``[UnitSpec, ...]`` of the units of ``kind`` (one of ``KINDS``), as registered."""
     if kind not in KINDS:
@@ -153,13 +200,20 @@ def default_accum(name, residual=DEFAULTS["residual"]):
     return DEFAULTS["accum"] if DEFAULTS["accum"] in have else REFERENCE_ACCUM
 
 
-def check_params(unit, residual, stages, lanes, accum=None):
-    """Raise ``ValueError`` with a one-line message unless the parameters are valid
-    (``accum`` None: not checked; an encoder takes none)."""
+def check_residual(unit, residual):
+    """Raise ``ValueError`` with a one-line message unless unit ``unit`` accepts residual mode
+    ``residual`` (the one check and message of it, :func:`check_params` included)."""
     spec = unit_spec(unit)
     if residual not in spec.residuals:
         raise ValueError(f"Residual mode of {unit} must be one of {', '.join(spec.residuals)}, "
                          f"not {residual!r}")
+
+
+def check_params(unit, residual, stages, lanes, accum=None):
+    """Raise ``ValueError`` with a one-line message unless the parameters are valid
+    (``accum`` None: not checked; an encoder takes none)."""
+    spec = unit_spec(unit)
+    check_residual(unit, residual)
     if isinstance(stages, bool) or not isinstance(stages, int) or stages not in STAGES:
         raise ValueError(f"Stage count must be an integer from {STAGES[0]} to {STAGES[-1]}, "
                          f"not {stages!r}")
@@ -222,7 +276,7 @@ def payload_fields(unit, residual, lanes=None):
             raise ValueError(f"Lane count must be one of {', '.join(map(str, LANES))}, "
                              f"not {lanes!r}")
         out = [("x", lanes * BF16_BITS)]
-        if spec.fmt == "nvfp4":
+        if "tensor_scale" in FORMATS[spec.fmt].options:
             out.append(("t", TENSOR_SCALE_BITS))
         return out
     out = [("a", operand_layout(spec.fmt).bits), ("w", operand_layout(spec.fmt).bits)]

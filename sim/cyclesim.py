@@ -58,8 +58,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hif4spec import (FORMATS, RESIDUAL_MODES, STEP_ELEMS, operand_layout, residual_layout,
-                      units_of_kind)
+from hif4spec import (FORMATS, RESIDUAL_MODES, STEP_ELEMS, UnitView, operand_layout,
+                      residual_layout)
 
 __all__ = [
     "UnitTiming", "Stimulus", "UnitRun", "GemmReport", "simulate_gemm", "step_bytes",
@@ -67,15 +67,16 @@ __all__ = [
 ]
 
 #: Bytes of one 64-element step of one operand, per unit (``hif4spec.operand_layout``).
-STEP_BYTES = {u.name: operand_layout(u.fmt).bytes for u in units_of_kind("dot")}
+STEP_BYTES = UnitView("dot", lambda u: operand_layout(u.fmt).bytes)
 #: Bytes of one step of the activation residual, per unit and residual mode it accepts
 #: (``hif4spec.residual_layout``: a packed 2:4 residual step, or a second operand for
 #: "dense"; 0 for "none").
-RESIDUAL_STEP_BYTES = {u.name: {r: getattr(residual_layout(u.fmt, r), "bytes", 0)
-                                for r in u.residuals} for u in units_of_kind("dot")}
-#: Units whose format keeps one FP32 tensor scale (4 bytes) per tensor.
-TENSOR_SCALE_BYTES = {u.name: 4 for u in units_of_kind("dot")
-                      if "tensor_scale" in FORMATS[u.fmt].options}
+RESIDUAL_STEP_BYTES = UnitView("dot", lambda u: {r: getattr(residual_layout(u.fmt, r),
+                                                             "bytes", 0)
+                                                  for r in u.residuals})
+#: Bytes of the tensor scale per tensor, per unit: 4 (one FP32 word) where the format keeps
+#: one (``"tensor_scale"`` in its options), else 0.
+TENSOR_SCALE_BYTES = UnitView("dot", lambda u: 4 * ("tensor_scale" in FORMATS[u.fmt].options))
 
 
 def step_bytes(fmt, residual="none"):
@@ -635,7 +636,7 @@ def simulate_gemm(unit, m, k, n, *, residual="none", array=(1, 1), bandwidth=mat
             reads["w"] += cu * w_b * ksteps
             reads["r"] += ru * r_b * ksteps
             out_bytes.append(4 * ru * cu)
-    if unit in TENSOR_SCALE_BYTES:
+    if TENSOR_SCALE_BYTES[unit]:
         reads["tensor_scale"] = 2 * TENSOR_SCALE_BYTES[unit]
         need[0] += reads["tensor_scale"]
     if not reads["tensor_scale"]:

@@ -38,7 +38,8 @@ take "2:4" for "hif4-2:4" and "dense" for "hif4".
 import numpy as np
 
 from hif4spec import (ACCUMS, FORMATS, RESIDUAL_MODES, STEP_LAYOUTS, TRUNC_BITS,
-                      TRUNC_BITS_RANGE, TRUNC_PRESUM, residual_layout, units_of_kind)
+                      TRUNC_BITS_RANGE, TRUNC_PRESUM, UnitView, residual_layout,
+                      step_layout)
 
 from .formats import packing
 from .formats.codecs import int_decode, int_grid
@@ -68,9 +69,9 @@ __all__ = [
 ]
 
 #: Formats with a dot-product unit, and the blocks one 64-element step holds.
-FORMATS_DOT = {u.fmt: FORMATS[u.fmt].blocks_per_step for u in units_of_kind("dot")}
+FORMATS_DOT = UnitView("dot", lambda u: FORMATS[u.fmt].blocks_per_step, key="fmt")
 #: Residual kinds a unit accepts, per format.
-RESIDUALS = {u.fmt: u.residuals for u in units_of_kind("dot")}
+RESIDUALS = UnitView("dot", lambda u: u.residuals, key="fmt")
 #: The FP32 word a unit emits for NaN.
 NAN_WORD = 0x7FC00000
 
@@ -592,8 +593,8 @@ def step_terms(fmt, a, w, r=None, residual="none"):
     _check_fmt(fmt, residual)
     if residual != "none" and r is None:
         raise ValueError(f"residual={residual!r} needs the residual fields r")
-    av, asc = _operand(STEP_LAYOUTS[fmt], a)
-    wv, wsc = _operand(STEP_LAYOUTS[fmt], w)
+    av, asc = _operand(step_layout(fmt), a)
+    wv, wsc = _operand(step_layout(fmt), w)
     asig, aexp, anan = _scale_parts(fmt, asc)
     wsig, wexp, wnan = _scale_parts(fmt, wsc)
     P = [_dot_last(av, wv) * asig * wsig]
@@ -651,8 +652,8 @@ def run_steps(fmt, a, w, first, last=None, r=None, residual="none", accum="windo
     """
     steppers = _steppers(accum, extra_bits, fmt)
     _check_fmt(fmt, residual)
-    a, S = packing.check_steps(STEP_LAYOUTS[fmt], a, fmt, "a")
-    w, Sw = packing.check_steps(STEP_LAYOUTS[fmt], w, fmt, "w")
+    a, S = packing.check_steps(step_layout(fmt), a, fmt, "a")
+    w, Sw = packing.check_steps(step_layout(fmt), w, fmt, "w")
     if Sw != S:
         raise ValueError(f"a has {S} steps but w has {Sw}")
     if residual != "none":
@@ -719,8 +720,8 @@ _ALIASES = {mode: residual_layout("hif4", mode).name for mode in RESIDUAL_MODES
 def _layout(name):
     """The :class:`hif4spec.StepLayout` called ``name`` (a spec name or an alias)."""
     try:
-        return STEP_LAYOUTS[_ALIASES.get(name, name)]
-    except (KeyError, TypeError):
+        return step_layout(_ALIASES.get(name, name))
+    except (KeyError, TypeError, ValueError):
         raise ValueError(f"Step layout must be one of {', '.join([*STEP_LAYOUTS, *_ALIASES])}, "
                          f"not {name!r}") from None
 
@@ -808,7 +809,7 @@ def _steps_of(qt, what):
     if pad:
         f = {k: np.concatenate([v, np.zeros((rows, pad) + v.shape[2:], v.dtype)], axis=1)
              for k, v in f.items()}
-    lay = STEP_LAYOUTS[fmt]
+    lay = step_layout(fmt)
     return {k: f[k].reshape((rows, ns) + lay.shape(k)) for k in lay.fields}, ns
 
 
@@ -857,8 +858,8 @@ def gemm(a_qt, w_qt, r=None, *, scaled=False, row_chunk=None, accum="window",
     af, ns = _steps_of(a_qt, "A")
     wf, _ = _steps_of(w_qt, "W")
     M, N = a_qt.shape[0], w_qt.shape[0]
-    ai, asc = _operand(STEP_LAYOUTS[fmt], af)   # (M, ns, nblk, n)
-    wi, wsc = _operand(STEP_LAYOUTS[fmt], wf)
+    ai, asc = _operand(step_layout(fmt), af)   # (M, ns, nblk, n)
+    wi, wsc = _operand(step_layout(fmt), wf)
     asig, aexp, anan = _scale_parts(fmt, asc)   # (M, ns, nblk)
     wsig, wexp, wnan = _scale_parts(fmt, wsc)
     rdense = None
@@ -920,7 +921,7 @@ def _residual_ints(fmt, r, a_qt):
         if RESIDUALS[fmt] == ("none",):
             raise ValueError(f"{fmt.upper()} units have no residual input")
         rf, _ = _steps_of(r, "residual")
-        ri, rs = _operand(STEP_LAYOUTS[fmt], rf)
+        ri, rs = _operand(step_layout(fmt), rf)
     rsig, rexp, rnan = _scale_parts(fmt, rs)
     return ri, rsig, rexp, rnan
 
@@ -936,7 +937,7 @@ def operand_terms(qt, r=None):
     axis.
     """
     f, _ = _steps_of(qt, "operand")
-    ints, scale = _operand(STEP_LAYOUTS[qt.fmt], f)
+    ints, scale = _operand(step_layout(qt.fmt), f)
     parts = [(ints,) + _scale_parts(qt.fmt, scale)]
     if r is not None:
         parts.append(_residual_ints(qt.fmt, r, qt))
