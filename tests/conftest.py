@@ -99,9 +99,8 @@ def rne_f32(v, negative_zero=False):
     return sign | exp << 23 | (n - (1 << 23))
 
 
-#: The configurations the default suite simulates in Verilator (``tests/sim/bench/test_bench_coverage.py``
-#: and ``tests/sim/bench/test_cyclesim_rtl.py`` share their builds), as ``(unit, residual, stages,
-#: lanes, accum)``: every (unit, residual) pair, every stage count 1-4, every accumulator back
+#: The configurations the default suite simulates in Verilator, each once
+#: (``tests/sim/bench/test_bench_coverage.py``), as ``(unit, residual, stages, lanes, accum)``: every (unit, residual) pair, every stage count 1-4, every accumulator back
 #: end of every unit, 16 lanes except two 32-lane units and one 64-lane unit. The full
 #: grid is marked slow.
 CI_CONFIGS = [

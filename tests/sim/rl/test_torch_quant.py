@@ -343,6 +343,7 @@ def test_bad_arguments():
         fake_quantize(np.zeros(4), "hif4")
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(),
                     reason="no CUDA device visible to torch: the GPU comparison needs one")
 def test_cuda_bit_identical():
