@@ -32,14 +32,13 @@ not the quantizer datapath, so a narrow encoder is not smaller than a wide one.
 """
 
 from amaranth.hdl import ClockDomain, ClockSignal, Module, ResetSignal, Shape
-from amaranth.lib import data, stream, wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib import data, wiring
 
-from hif4spec import (DEFAULTS, STEP_ELEMS, check_params, module_name, output_fields,
-                      payload_fields, residuals_of)
+from hif4spec import payload_fields
 
 from .parts import entries, probe
 from .stream import Deserializer, Map, Register, chain
+from .unit import Unit
 
 __all__ = ["EncoderUnit", "HiF4QuantUnit", "MXFP4QuantUnit", "NVFP4QuantUnit"]
 
@@ -56,19 +55,13 @@ def _wrap(core_stage):
     return build
 
 
-class EncoderUnit(wiring.Component):
+class EncoderUnit(Unit):
     """Base of the HiF4, MXFP4 and NVFP4 encoder units.
 
-    Parameters (keyword-only)
-    -------------------------
-    residual : str
-        The residual step emitted beside the operand step, a mode the unit accepts
-        (``hif4spec.residuals_of(unit)``).
-    stages : int
-        ``hif4spec.STAGES``; ``stages - 1`` pipeline registers (module docstring).
-    lanes : int
-        BF16 elements per input beat (``hif4spec.LANES``); a group takes ``64 // lanes``
-        beats.
+    Parameters (keyword-only): those of :class:`hwgen.unit.Unit` (no ``accum``).
+    ``residual`` is the residual step emitted beside the operand step; ``stages - 1``
+    pipeline registers lie on the path of a group's last beat (module docstring); ``lanes``
+    BF16 elements make one input beat, so a group takes ``64 // lanes`` beats.
 
     Members
     -------
@@ -82,21 +75,7 @@ class EncoderUnit(wiring.Component):
     (combinational, ports ``i`` / ``o`` of ``StructLayout`` views, each with ``parts()``).
     """
 
-    unit = None
-
-    def __init__(self, *, residual=DEFAULTS["residual"], stages=DEFAULTS["stages"],
-                 lanes=DEFAULTS["lanes"]):
-        allowed = residuals_of(self.unit)
-        if residual not in allowed:
-            if allowed == ("none",):
-                raise ValueError(f"{self.unit} encoders emit no residual: residual must be "
-                                 f"'none', not {residual!r}")
-            raise ValueError(f"Residual must be one of {', '.join(map(repr, allowed))}, "
-                             f"not {residual!r}")
-        check_params(self.unit, residual, stages, lanes)
-        self._residual, self._stages, self._lanes = residual, stages, lanes
-        self._payload = _layout(payload_fields(self.unit, residual, lanes))
-        self._output = _layout(output_fields(self.unit, residual))
+    def _payload_layout(self):
         core = self._core_stages()
         first, last = core[0][1], core[-1][1]
         self._group = first.i.shape()
@@ -105,14 +84,7 @@ class EncoderUnit(wiring.Component):
                                  f"{self._output}")
         for (name, fld), (oname, ofld) in zip(self._output, last.o.shape()):
             assert (name, fld.offset, fld.width) == (oname, ofld.offset, ofld.width), name
-        super().__init__({"i": In(stream.Signature(self._payload)),
-                          "o": Out(stream.Signature(self._output))})
-
-    residual = property(lambda self: self._residual)
-    stages = property(lambda self: self._stages)
-    lanes = property(lambda self: self._lanes)
-    payload_layout = property(lambda self: self._payload)
-    output_layout = property(lambda self: self._output)
+        return _layout(payload_fields(self.unit, self._residual, self._lanes))
 
     def _core(self):
         raise NotImplementedError
@@ -121,24 +93,9 @@ class EncoderUnit(wiring.Component):
         return [(name, probe(stage)) for name, stage in self._core().stages]
 
     @property
-    def ii(self):
-        """Cycles per group, ``64 // lanes``."""
-        return STEP_ELEMS // self._lanes
-
-    @property
     def latency(self):
         """Rising edges from the transfer of a group's last beat to ``o.valid``."""
         return self._stages - 1
-
-    @property
-    def module_name(self):
-        return module_name(self.unit, self._residual, self._stages, self._lanes)
-
-    @property
-    def timing(self):
-        """The stage chain as the manifest records it (``timing.pipeline``)."""
-        return {"pipeline": [{"stage": name, **desc}
-                             for name, desc, _ in self._plan(self._core_stages())]}
 
     @property
     def structure(self):
@@ -147,7 +104,7 @@ class EncoderUnit(wiring.Component):
         parts in a block of its name, each register's in ``pipe.<stage>``."""
         out = []
         core = dict(self._core_stages())
-        for name, desc, make in self._plan(self._core_stages()):
+        for name, desc, make in self._plan():
             kind = desc["kind"]
             if kind == Register.kind:
                 out += entries(f"pipe.{name}", probe(make()).parts())
@@ -157,9 +114,11 @@ class EncoderUnit(wiring.Component):
                 out += entries(name, core[name].parts())
         return out
 
-    def _plan(self, core):
+    def _plan(self, core=None):
         """``[(name, description, factory)]`` of the stream stages, input to output, around
-        the core stages ``core`` (``[(name, component)]``)."""
+        the core stages ``core`` (``[(name, component)]``; None: probed ones)."""
+        if core is None:
+            core = self._core_stages()
         register = {"kind": Register.kind}
         wanted = max(0, self._stages - 2)               # registers after core stages 0, 1
         inside = [b for b in range(wanted) if b < len(core) - 1]
@@ -219,7 +178,7 @@ class HiF4QuantUnit(EncoderUnit):
 
     def _core(self):
         from .quant_hif4 import HiF4Quantizer
-        return HiF4Quantizer(resq=self._residual)
+        return HiF4Quantizer(residual=self._residual)
 
 
 class MXFP4QuantUnit(EncoderUnit):
@@ -231,7 +190,7 @@ class MXFP4QuantUnit(EncoderUnit):
 
     def _core(self):
         from .quant_mxnv import MXFP4Quantizer
-        return MXFP4Quantizer(resq=self._residual)
+        return MXFP4Quantizer(residual=self._residual)
 
 
 class NVFP4QuantUnit(EncoderUnit):

@@ -48,9 +48,10 @@ from amaranth.lib.wiring import In, Out
 
 from hif4spec import (ELEMENT_TYPES, FORMATS, HIF4_BF16_ONE_SEVENTH, HIF4_GROUP,
                       HIF4_MICROGROUP_ELEMS, HIF4_MICROGROUPS, HIF4_REC_SIGNIFICANDS,
-                      HIF4_SUBGROUP_ELEMS, HIF4_SUBGROUPS, RESIDUAL24, RESIDUAL_MODES,
-                      operand_layout, residual_layout)
+                      HIF4_SUBGROUP_ELEMS, HIF4_SUBGROUPS, RESIDUAL24, operand_layout,
+                      residual_layout)
 
+from .core import CoreChain, QuantizerCore
 from .layouts import HIF4_BLOCK, RES24_BLOCK
 from .parts import Part, probe, times
 
@@ -668,13 +669,13 @@ class HiF4Select24(wiring.Component):
                       Part("mux", (MG, K_BITS + 1), 2)], HIF4_MICROGROUPS)
 
 
-class HiF4Quantizer:
+class HiF4Quantizer(QuantizerCore):
     """The HiF4 quantizer core for one residual mode: its combinational stages, in order.
 
-    Parameters
-    ----------
-    resq : str
-        ``"none"``, ``"2:4"`` or ``"dense"`` (``hif4spec.RESIDUAL_MODES``).
+    Parameters (keyword-only)
+    -------------------------
+    residual : str
+        ``"none"``, ``"2:4"`` or ``"dense"`` (``hif4spec.residuals_of("hif4_quant")``).
 
     Attributes
     ----------
@@ -686,15 +687,11 @@ class HiF4Quantizer:
         or ``{"q": 288, "r": 288}`` (dense).
     """
 
-    def __init__(self, *, resq="none"):
-        if resq not in RESIDUAL_MODES:
-            raise ValueError(f"ResQ mode must be one of {', '.join(map(repr, RESIDUAL_MODES))}"
-                             f", not {resq!r}")
-        self.resq = resq
+    unit = "hif4_quant"
 
     @property
     def stages(self):
-        residual = self.resq != "none"
+        residual = self.residual != "none"
         out = [("scale", HiF4ScaleSearch()), ("elements", HiF4Elements(keep_src=residual))]
         if residual:
             carry = {"q": Q_BITS}
@@ -702,7 +699,7 @@ class HiF4Quantizer:
                     ("res_scale", HiF4ScaleSearch(frac=RES_FRAC, src="dx", carry=carry)),
                     ("res_elements", HiF4Elements(frac=RES_FRAC, src="dx", carry=carry,
                                                   out="r"))]
-        if self.resq == "2:4":
+        if self.residual == "2:4":
             out.append(("select", HiF4Select24()))
         for (_, a), (_, b) in zip(out, out[1:]):
             assert a.o.shape() == b.i.shape(), (a, b)
@@ -713,47 +710,15 @@ class HiF4Quantizer:
         return [p for name, stage in self.stages for p in _nest(name, probe(stage).parts())]
 
 
-class HiF4QuantizerComb(wiring.Component):
-    """All stages of :class:`HiF4Quantizer` chained combinationally (tests, formal checks).
+class HiF4QuantizerComb(CoreChain):
+    """All stages of :class:`HiF4Quantizer` chained combinationally
+    (:class:`hwgen.core.CoreChain`: ports ``i`` ``{x}`` and ``o`` ``{q}`` or ``{q, r}``).
 
-    Parameters
-    ----------
-    resq : str
+    Parameters (keyword-only)
+    -------------------------
+    residual : str
         ``"none"``, ``"2:4"`` or ``"dense"``.
-
-    Members
-    -------
-    x : In(1024)
-        64 BF16 codes, element i at bits [16i, 16i + 16).
-    q : Out(288)
-        The packed HiF4 block.
-    r : Out(224 or 288)
-        The packed residual block (2:4 or dense); absent for ``"none"``.
     """
 
-    def __init__(self, resq="none"):
-        self._core = HiF4Quantizer(resq=resq)
-        members = {"x": In(_group_layout(BF16_FRAC).size), "q": Out(Q_BITS)}
-        if resq != "none":
-            members["r"] = Out(residual_layout("hif4", resq).bits)
-        super().__init__(members)
-
-    resq = property(lambda self: self._core.resq)
-
-    def elaborate(self, platform):
-        m = Module()
-        stages = self._core.stages
-        for name, stage in stages:
-            m.submodules[name] = stage
-        m.d.comb += stages[0][1].i.x.eq(self.x)
-        for (_, a), (_, b) in zip(stages, stages[1:]):
-            m.d.comb += b.i.eq(a.o)
-        last = stages[-1][1].o
-        m.d.comb += self.q.eq(last.q)
-        if self.resq != "none":
-            m.d.comb += self.r.eq(last.r)
-        return m
-
-    def parts(self):
-        """:meth:`HiF4Quantizer.parts`."""
-        return self._core.parts()
+    def __init__(self, *, residual="none"):
+        super().__init__(HiF4Quantizer(residual=residual))

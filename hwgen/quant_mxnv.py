@@ -1,15 +1,13 @@
 """BF16 -> MXFP4 and BF16 -> NVFP4 quantizer cores: one 64-element group per evaluation.
 
-A core is a plain object whose ``stages`` is a list of ``(name, component)`` in datapath
-order; every component is combinational with ports ``i`` and ``o`` (``data.StructLayout``
-views), stage k's ``o`` layout is stage k+1's ``i`` layout, and ``parts()`` counts what it
-builds (:mod:`hwgen.parts`). The first stage takes ``x``, 64 BF16 codes (element i at bits
+Each core is a :class:`hwgen.core.QuantizerCore` (stages, ports ``i``/``o``, ``parts()``:
+:mod:`hwgen.core`). The first stage takes ``x``, 64 BF16 codes (element i at bits
 ``[16 i, 16 i + 16)``), and for NVFP4 ``t``, the FP32 tensor scale T (raw bits); the last
 stage gives ``q``, the packed operand step (:func:`hif4spec.operand_layout`), and with a
 residual ``r`` (:func:`hif4spec.residual_layout`). :class:`MXFP4QuantizerComb` and
-:class:`NVFP4QuantizerComb` chain all stages in one component. Every output bit equals the
-golden model (``sim.formats``; ``docs/encoders.md`` derives the widths and proves the exact
-comparisons equal to its float64 steps).
+:class:`NVFP4QuantizerComb` chain all stages in one component (:class:`hwgen.core.CoreChain`).
+Every output bit equals the golden model (``sim.formats``; ``docs/encoders.md`` derives the
+widths and proves the exact comparisons equal to its float64 steps).
 
 E2M1 rounding (both formats)
 ----------------------------
@@ -47,8 +45,9 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from hif4spec import ELEMENT_TYPES, FORMATS, RESIDUAL24_MXFP4, STEP_ELEMS
-from hif4spec import operand_layout, residual_layout, residuals_of
+from hif4spec import operand_layout, residual_layout
 
+from .core import CoreChain, QuantizerCore
 from .parts import Part
 
 __all__ = ["MXFP4Quantizer", "NVFP4Quantizer", "MXFP4QuantizerComb", "NVFP4QuantizerComb",
@@ -440,27 +439,23 @@ class MXSelect24(_Stage):
         return [Part("cmp", (3,), groups * 6), Part("mux", (4, 4), groups * 2)]
 
 
-class MXFP4Quantizer:
-    """BF16 -> MXFP4 quantizer core (``resq`` "none", "2:4" or "dense").
+class MXFP4Quantizer(QuantizerCore):
+    """BF16 -> MXFP4 quantizer core (keyword-only ``residual`` "none", "2:4" or "dense").
 
     Stages: ``scale``, ``elements`` and, with a residual, ``res_scale``, ``res_elements``
     and (2:4) ``select``; module docstring."""
 
-    def __init__(self, resq="none"):
-        if resq not in residuals_of("mxfp4_quant"):
-            raise ValueError(f"MXFP4 residual must be one of "
-                             f"{', '.join(residuals_of('mxfp4_quant'))}, not {resq!r}")
-        self.resq = resq
-        res = resq != "none"
+    unit = "mxfp4_quant"
+
+    def __init__(self, *, residual="none"):
+        super().__init__(residual=residual)
+        res = residual != "none"
         self.stages = [("scale", MXScale()), ("elements", MXElements(res))]
         if res:
-            self.stages += [("res_scale", MXResScale(resq)),
-                            ("res_elements", MXResElements(resq))]
-        if resq == "2:4":
+            self.stages += [("res_scale", MXResScale(residual)),
+                            ("res_elements", MXResElements(residual))]
+        if residual == "2:4":
             self.stages.append(("select", MXSelect24()))
-
-    def parts(self):
-        return [p for _, s in self.stages for p in s.parts()]
 
 
 # ------------------------------------------------------------------------------------------
@@ -749,63 +744,33 @@ class NVElements(_Stage):
                 Part("mux", (4, 4), n)]
 
 
-class NVFP4Quantizer:
-    """BF16 -> NVFP4 quantizer core for a given tensor scale T (``resq`` "none" only).
+class NVFP4Quantizer(QuantizerCore):
+    """BF16 -> NVFP4 quantizer core for a given tensor scale T (keyword-only ``residual``
+    "none" only).
 
     Stages: ``amax``, ``scale``, ``bounds``, ``elements``; module docstring. T must be a
     positive normal float32 (``sim.formats.nvfp4.tensor_scale`` gives [2**-126, 2**127])."""
 
-    def __init__(self, resq="none"):
-        if resq != "none":
-            raise ValueError(f"NVFP4 quantizers emit no residual: resq must be 'none', "
-                             f"not {resq!r}")
-        self.resq = resq
+    unit = "nvfp4_quant"
+
+    def __init__(self, *, residual="none"):
+        super().__init__(residual=residual)
         self.stages = [("amax", NVAmax()), ("scale", NVScale()), ("bounds", NVBounds()),
                        ("elements", NVElements())]
-
-    def parts(self):
-        return [p for _, s in self.stages for p in s.parts()]
 
 
 # ------------------------------------------------------------------------------------------
 
-class _Comb(wiring.Component):
-    """All stages of a core chained combinationally (for tests)."""
+class MXFP4QuantizerComb(CoreChain):
+    """:class:`MXFP4Quantizer` as one combinational component (:class:`hwgen.core.CoreChain`;
+    keyword-only ``residual``)."""
 
-    def __init__(self, core):
-        self.core = core
-        stages = core.stages
-        for (_, a), (_, b) in zip(stages, stages[1:]):
-            assert a.o.shape() == b.i.shape(), (a, b)
-        super().__init__({"i": In(stages[0][1].i.shape()), "o": Out(stages[-1][1].o.shape())})
-
-    @property
-    def stages(self):
-        return self.core.stages
-
-    def parts(self):
-        return self.core.parts()
-
-    def elaborate(self, platform):
-        m = Module()
-        prev = self.i
-        for name, s in self.core.stages:
-            m.submodules[name] = s
-            m.d.comb += s.i.eq(prev)
-            prev = s.o
-        m.d.comb += self.o.eq(prev)
-        return m
+    def __init__(self, *, residual="none"):
+        super().__init__(MXFP4Quantizer(residual=residual))
 
 
-class MXFP4QuantizerComb(_Comb):
-    """:class:`MXFP4Quantizer` as one combinational component."""
-
-    def __init__(self, resq="none"):
-        super().__init__(MXFP4Quantizer(resq))
-
-
-class NVFP4QuantizerComb(_Comb):
-    """:class:`NVFP4Quantizer` as one combinational component."""
+class NVFP4QuantizerComb(CoreChain):
+    """:class:`NVFP4Quantizer` as one combinational component (:class:`hwgen.core.CoreChain`)."""
 
     def __init__(self):
         super().__init__(NVFP4Quantizer())

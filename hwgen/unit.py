@@ -1,18 +1,21 @@
-"""What every dot-product unit shares, whatever its format.
+"""What every unit shares, whatever its kind or format.
 
-:class:`DotUnit` checks the parameters against the registry (:mod:`hif4spec.units`), builds
-the input payload from the step layouts (:func:`hwgen.layouts.payload_layout`), chains the
-common pipeline plan and exposes what :mod:`hwgen.manifest`, the registry and the tests
-read: ``residual``, ``stages``, ``lanes``, ``accum``, ``payload_layout``, ``terms``, ``ii``,
-``latency``, ``module_name`` and ``timing``. :func:`adder_tree` is the one adder tree of the
-front ends.
+:class:`Unit` is the base of every unit, dot-product unit (:class:`DotUnit`) or encoder
+(:class:`hwgen.encoder.EncoderUnit`): it checks the parameters against the registry with
+:func:`hif4spec.check_params` (one check, one set of messages) and exposes what
+:mod:`hwgen.manifest`, the registry and the tests read: ``unit``, ``residual``, ``stages``,
+``lanes``, ``accum``, ``payload_layout``, ``output_layout``, ``ii``, ``latency``,
+``module_name``, ``timing`` and ``structure``. :class:`DotUnit` builds the input payload
+from the step layouts (:func:`hwgen.layouts.payload_layout`) and chains the dot units'
+pipeline plan. :func:`adder_tree` is the one adder tree of the front ends.
 """
 
 from amaranth.hdl import Module, Signal, signed
-from amaranth.lib import stream, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hif4spec import DEFAULTS, STEP_ELEMS, check_params, default_accum, module_name, residuals_of
+from hif4spec import (DEFAULTS, STEP_ELEMS, check_params, default_accum, module_name,
+                      output_fields)
 
 from .accum import Accumulator, accum_layout
 from .backend import make_adder
@@ -20,7 +23,7 @@ from .layouts import payload_layout
 from .parts import entries, probe
 from .stream import Map, Register, Sequencer, chain
 
-__all__ = ["DotUnit", "adder_tree"]
+__all__ = ["Unit", "DotUnit", "adder_tree"]
 
 
 def adder_tree(values, *, m=None, name=None):
@@ -52,30 +55,100 @@ def adder_tree(values, *, m=None, name=None):
     return root
 
 
-class DotUnit(wiring.Component):
-    """Base of the HiF4, MXFP4 and NVFP4 dot-product units.
+class Unit(wiring.Component):
+    """Base of every unit: the parameters, checked once, and the members every unit has.
 
     Parameters (keyword-only)
     -------------------------
     residual : str
-        A residual mode the unit accepts (``hif4spec.residuals_of(unit)``).
+        A residual mode the unit accepts (``hif4spec.residuals_of(unit)``): a dot unit's
+        residual input, an encoder's residual output.
     stages : int
-        Pipeline registers on the path from ``i`` to ``o`` (``hif4spec.STAGES``): the
-        accumulator register; ``>= 2`` a register on the terms; ``>= 3`` a register after
-        the front end; ``4`` a register on the input payload.
+        Pipeline depth (``hif4spec.STAGES`` says what it counts in each kind).
     lanes : int
-        Element products per cycle (``hif4spec.LANES``); a step takes ``64 // lanes``
-        cycles.
+        Elements per cycle (``hif4spec.LANES``): a 64-element step or group takes
+        ``64 // lanes`` cycles.
     accum : str
-        The accumulator back end (``hif4spec.accums_of(unit)``, :mod:`hwgen.backend`);
-        None: the unit's default one (``hif4spec.default_accum``).
+        A dot unit's accumulator back end (``hif4spec.accums_of(unit)``,
+        :mod:`hwgen.backend`); None: the unit's default one (``hif4spec.default_accum``).
+        An encoder has none and takes only None.
+
+    A bad parameter raises ``ValueError`` with the one-line message of
+    :func:`hif4spec.check_params`.
+
+    Members
+    -------
+    i : In(stream.Signature(payload_layout))
+        The input payload (:func:`hif4spec.payload_fields`).
+    o : Out(stream.Signature(...))
+        The output payload, laid out as ``output_layout`` (:func:`hif4spec.output_fields`).
+
+    A unit kind implements ``_payload_layout()`` (called once the parameters are stored),
+    ``_plan()`` (``[(name, description, factory)]`` of its stream stages, input to output),
+    ``latency`` and ``structure``, and may override ``_output_shape()`` (the shape of ``o``'s
+    payload, ``output_layout`` unless overridden); a format's unit sets ``unit``, its
+    registry name.
+    """
+
+    unit = None
+
+    def __init__(self, *, residual=DEFAULTS["residual"], stages=DEFAULTS["stages"],
+                 lanes=DEFAULTS["lanes"], accum=None):
+        if accum is None:
+            accum = default_accum(self.unit, residual)
+        check_params(self.unit, residual, stages, lanes, accum)
+        self._residual, self._stages, self._lanes = residual, stages, lanes
+        self._accum = accum
+        self._output = data.StructLayout(dict(output_fields(self.unit, residual)))
+        self._payload = self._payload_layout()
+        super().__init__({"i": In(stream.Signature(self._payload)),
+                          "o": Out(stream.Signature(self._output_shape()))})
+
+    residual = property(lambda self: self._residual)
+    stages = property(lambda self: self._stages)
+    lanes = property(lambda self: self._lanes)
+    accum = property(lambda self: self._accum)
+    payload_layout = property(lambda self: self._payload)
+    output_layout = property(lambda self: self._output)
+
+    def _payload_layout(self):
+        raise NotImplementedError
+
+    def _output_shape(self):
+        return self._output
+
+    def _plan(self):
+        raise NotImplementedError
+
+    @property
+    def ii(self):
+        """Cycles per step or group, ``64 // lanes``."""
+        return STEP_ELEMS // self._lanes
+
+    @property
+    def module_name(self):
+        return module_name(self.unit, self._residual, self._stages, self._lanes, self._accum)
+
+    @property
+    def timing(self):
+        """The stage chain as the manifest records it (``timing.pipeline``)."""
+        return {"pipeline": [{"stage": name, **desc} for name, desc, _ in self._plan()]}
+
+
+class DotUnit(Unit):
+    """Base of the HiF4, MXFP4 and NVFP4 dot-product units.
+
+    Parameters (keyword-only): those of :class:`Unit`. ``stages`` counts the pipeline
+    registers on the path from ``i`` to ``o``: the accumulator register; ``>= 2`` a register
+    on the terms; ``>= 3`` a register after the front end; ``4`` a register on the input
+    payload.
 
     Members
     -------
     i : In(stream.Signature(payload_layout))
         Steps: ``a``, ``w``, ``r`` (if a residual), ``first``, ``last``.
     o : Out(stream.Signature(32))
-        The FP32 accumulator word after each ``last`` step.
+        The FP32 accumulator word after each ``last`` step (``output_layout``: ``acc``).
 
     Pipeline plan, input to output: ``input_reg`` (``stages == 4``), ``front`` (a
     :class:`hwgen.stream.Sequencer` of ``64 // lanes`` slices running :meth:`_front`), the
@@ -93,7 +166,6 @@ class DotUnit(wiring.Component):
     them).
     """
 
-    unit = None
     #: Name of the register after the front end.
     _front_reg = "front_reg"
     #: ``form(m, front_payload, terms_payload)`` of the ``terms`` stage, or None.
@@ -101,49 +173,19 @@ class DotUnit(wiring.Component):
     #: Bound on the difference of two terms' exponent fields, or None.
     _max_exp_diff = None
 
-    def __init__(self, *, residual=DEFAULTS["residual"], stages=DEFAULTS["stages"],
-                 lanes=DEFAULTS["lanes"], accum=None):
-        allowed = residuals_of(self.unit)
-        if residual not in allowed:
-            if allowed == ("none",):
-                raise ValueError(f"{self.unit.upper()} units take no residual: residual must "
-                                 f"be 'none', not {residual!r}")
-            raise ValueError(f"Residual must be one of {', '.join(map(repr, allowed))}, "
-                             f"not {residual!r}")
-        accum = accum or default_accum(self.unit, residual)
-        check_params(self.unit, residual, stages, lanes, accum)
-        self._residual, self._stages, self._lanes = residual, stages, lanes
-        self._accum = accum
-        self._payload = payload_layout(self.unit, residual)
+    def _payload_layout(self):
         self._term_specs = tuple(self._terms())
-        super().__init__({"i": In(stream.Signature(self._payload)),
-                          "o": Out(stream.Signature(32))})
+        return payload_layout(self.unit, self._residual)
 
-    residual = property(lambda self: self._residual)
-    stages = property(lambda self: self._stages)
-    lanes = property(lambda self: self._lanes)
-    accum = property(lambda self: self._accum)
-    payload_layout = property(lambda self: self._payload)
+    def _output_shape(self):
+        return self._output.size
+
     terms = property(lambda self: self._term_specs)
-
-    @property
-    def ii(self):
-        """Cycles per step, ``64 // lanes``."""
-        return STEP_ELEMS // self._lanes
 
     @property
     def latency(self):
         """Rising edges from the input transfer of a ``last`` step to ``o.valid``."""
         return self._stages if self._stages <= 3 else self._stages - 1 + self.ii
-
-    @property
-    def module_name(self):
-        return module_name(self.unit, self._residual, self._stages, self._lanes, self._accum)
-
-    @property
-    def timing(self):
-        """The stage chain as the manifest records it (``timing.pipeline``)."""
-        return {"pipeline": [{"stage": name, **desc} for name, desc, _ in self._plan()]}
 
     @property
     def structure(self):

@@ -161,7 +161,7 @@ def test_scale_path_all_e6m2_pairs():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"residual": "4:8"}, "Residual must be one of 'none', '2:4', 'dense', not '4:8'"),
+    ({"residual": "4:8"}, "Residual mode of hif4 must be one of none, 2:4, dense, not '4:8'"),
     ({"stages": 0}, "Stage count must be an integer from 1 to 4, not 0"),
     ({"stages": True}, "Stage count must be an integer from 1 to 4, not True"),
     ({"stages": 5}, "Stage count must be an integer from 1 to 4, not 5"),

@@ -36,11 +36,11 @@ def test_parameter_messages(cls):
 
 
 def test_residual_messages():
-    with pytest.raises(ValueError, match=r"^Residual must be one of 'none', '2:4', 'dense', "
-                                         r"not '1:2'$"):
+    with pytest.raises(ValueError, match=r"^Residual mode of mxfp4 must be one of none, 2:4, "
+                                         r"dense, not '1:2'$"):
         MXFP4DotUnit(residual="1:2")
-    with pytest.raises(ValueError, match=r"^NVFP4 units take no residual: residual must be "
-                                         r"'none', not '2:4'$"):
+    with pytest.raises(ValueError, match=r"^Residual mode of nvfp4 must be one of none, "
+                                         r"not '2:4'$"):
         NVFP4DotUnit(residual="2:4")
 
 

@@ -364,7 +364,7 @@ class _Piped(wiring.Component):
     dense residual after ``res_elements`` and the main block after ``elements``."""
 
     def __init__(self):
-        self.stages = qh.HiF4Quantizer(resq="2:4").stages
+        self.stages = qh.HiF4Quantizer(residual="2:4").stages
         super().__init__({"x": In(qh.GROUP * 16), "q": Out(qh.Q_BITS),
                           "dense": Out(qh.Q_BITS), "r24": Out(RESIDUAL24.block_bits)})
 
@@ -461,9 +461,9 @@ def test_comb_core(mode):
     rng = np.random.default_rng(17)
     xb = np.concatenate([named_groups(rng)[::6], random_groups(rng, 20)])
     q, dense, r24 = golden(xb)
-    dut = qh.HiF4QuantizerComb(mode)
-    outs = [dut.q] + ([dut.r] if mode != "none" else [])
-    got = simulate(dut, [[(dut.x, c)] for c in _codes(xb)], outs)
+    dut = qh.HiF4QuantizerComb(residual=mode)
+    outs = [dut.o.q] + ([dut.o.r] if mode != "none" else [])
+    got = simulate(dut, [[(dut.i.x, c)] for c in _codes(xb)], outs)
     want = {"none": [(a,) for a in q], "2:4": list(zip(q, r24)),
             "dense": list(zip(q, dense))}[mode]
     assert got == want
@@ -531,7 +531,7 @@ def test_dx_window_bounds():
 @pytest.mark.parametrize("mode", ["none", "2:4", "dense"])
 def test_parts(mode):
     """Every stage reports parts in families of ``hwgen.primitives`` that generate."""
-    core = qh.HiF4Quantizer(resq=mode)
+    core = qh.HiF4Quantizer(residual=mode)
     names = [n for n, s in core.stages if probe(s)]
     assert names == ["scale", "elements"] + (
         ["dx", "res_scale", "res_elements"] if mode != "none" else []) + (
@@ -550,12 +550,15 @@ def test_stage_layouts():
     stage k+1's ``i``, the last ``o`` is {q} / {q, r} with the spec's block widths."""
     for mode, r_bits in (("none", None), ("2:4", RESIDUAL24.block_bits),
                          ("dense", FORMATS["hif4"].block_bits)):
-        stages = [probe(s) for _, s in qh.HiF4Quantizer(resq=mode).stages]
+        stages = [probe(s) for _, s in qh.HiF4Quantizer(residual=mode).stages]
         first, last = stages[0].i.shape(), stages[-1].o.shape()
         assert [(n, f.width) for n, f in first] == [("x", 1024)]
         want = [("q", FORMATS["hif4"].block_bits)] + ([("r", r_bits)] if r_bits else [])
         assert [(n, f.width) for n, f in last] == want
         for a, b in zip(stages, stages[1:]):
             assert a.o.shape() == b.i.shape()
-    with pytest.raises(ValueError, match="ResQ mode"):
-        qh.HiF4Quantizer(resq="channel50")
+    with pytest.raises(ValueError, match=r"^Residual mode of hif4_quant must be one of none, "
+                                         r"2:4, dense, not 'channel50'$"):
+        qh.HiF4Quantizer(residual="channel50")
+    with pytest.raises(TypeError):
+        qh.HiF4Quantizer("2:4")                    # keyword-only

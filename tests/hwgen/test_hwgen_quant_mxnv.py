@@ -192,12 +192,12 @@ def run_mx(codes, mode, chained=False):
     """Packed ``q`` and ``r`` of MXFP4 groups ``codes`` (G, 64) from the RTL."""
     names = ["q"] + (["r"] if mode != "none" else [])
     if chained:
-        dut = qm.MXFP4QuantizerComb(mode)
+        dut = qm.MXFP4QuantizerComb(residual=mode)
         outs = {n: (lambda ctx, o, n=n: ctx.get(getattr(o, n))) for n in names}
         got = simulate(dut, [{"x": word(g)} for g in codes.reshape(-1, 64)], outs)
         res = [[d[n] for d in got] for n in names]
     else:
-        core = qm.MXFP4Quantizer(mode)
+        core = qm.MXFP4Quantizer(residual=mode)
         words = stagewise(core, [word(g) for g in codes.reshape(-1, 64)])
         res = _split(words, core.stages[-1][1].o.shape(), names)
     return res[0], (res[1] if mode != "none" else [None] * len(res[0]))
@@ -274,7 +274,7 @@ def t_values(rng, n):
 
 @pytest.mark.parametrize("resq", ["none", "2:4", "dense"])
 def test_mxfp4_contract(resq):
-    core = probed(qm.MXFP4Quantizer(resq))
+    core = probed(qm.MXFP4Quantizer(residual=resq))
     stages = core.stages
     assert stages[0][1].i.shape() == data.StructLayout({"x": 1024})
     for (_, a), (_, b) in zip(stages, stages[1:]):
@@ -295,10 +295,14 @@ def test_nvfp4_contract():
         assert a.o.shape() == b.i.shape()
     assert stages[-1][1].o.shape() == data.StructLayout({"q": 288})
     _check_parts(core)
-    with pytest.raises(ValueError, match="no residual"):
-        qm.NVFP4Quantizer("2:4")
-    with pytest.raises(ValueError, match="must be one of none, 2:4, dense, not 'channel50'"):
-        qm.MXFP4Quantizer("channel50")
+    with pytest.raises(ValueError, match=r"^Residual mode of nvfp4_quant must be one of none, "
+                                         r"not '2:4'$"):
+        qm.NVFP4Quantizer(residual="2:4")
+    with pytest.raises(ValueError, match=r"^Residual mode of mxfp4_quant must be one of none, "
+                                         r"2:4, dense, not 'channel50'$"):
+        qm.MXFP4Quantizer(residual="channel50")
+    with pytest.raises(TypeError):
+        qm.MXFP4Quantizer("2:4")                   # keyword-only
 
 
 def probed(core):

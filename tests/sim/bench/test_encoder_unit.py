@@ -87,8 +87,11 @@ def test_payload_and_output_fields():
 
 
 @pytest.mark.parametrize("params, message", [
-    ({"unit": "nvfp4_quant", "residual": "2:4"}, "emit no residual"),
-    ({"unit": "hif4_quant", "residual": "3:4"}, "Residual must be one of"),
+    ({"unit": "nvfp4_quant", "residual": "2:4"},
+     r"^Residual mode of nvfp4_quant must be one of none, not '2:4'$"),
+    ({"unit": "hif4_quant", "residual": "3:4"},
+     r"^Residual mode of hif4_quant must be one of none, 2:4, dense, not '3:4'$"),
+    ({"unit": "hif4_quant", "accum": "window"}, "has no accumulator"),
     ({"unit": "hif4_quant", "stages": 5}, "Stage count"),
     ({"unit": "mxfp4_quant", "lanes": 8}, "Lane count"),
     ({"unit": "hif4_quant", "stages": True}, "Stage count"),
