@@ -6,17 +6,23 @@ hold. The golden model packs bytes from the same description and :func:`block_la
 :func:`payload_layout` turn it into ``lib.data`` layouts for the RTL ports, so a change to
 the table reaches both. What keeps the two in agreement is this shared source plus the
 tests that compare RTL and golden model bit for bit; nothing here checks it by itself.
-Importing this module loads Amaranth and :mod:`hif4spec`, no quantizer.
+A block or step layout is built from its table when first asked for (:func:`block_of`,
+:func:`step_layout`), so a step layout registered in :mod:`hif4spec` needs no entry here,
+and one whose table is wrong fails where it is used, not at import. Importing this module
+loads Amaranth and :mod:`hif4spec`, no quantizer, and builds the HiF4 blocks the HiF4
+generators name (:data:`HIF4_BLOCK`, :data:`RES24_BLOCK`).
 """
+
+from functools import cache
 
 from amaranth.hdl import Shape, unsigned
 from amaranth.lib import data
 
-from hif4spec import (FORMATS, RESIDUAL24, RESIDUAL24_MXFP4, STEP_LAYOUTS, operand_layout,
-                      payload_fields, residual_layout, unit_spec)
+from hif4spec import FORMATS, operand_layout, payload_fields, residual_layout, unit_spec
+from hif4spec import step_layout as step_spec
 
-__all__ = ["block_layout", "step_layout", "payload_layout", "S1P2", "HIF4_BLOCK",
-           "RES24_BLOCK", "MXFP4_BLOCK", "MXFP4_RES24_BLOCK", "NVFP4_BLOCK", "STEPS"]
+__all__ = ["block_layout", "block_of", "step_layout", "payload_layout", "ELEMENT_SHAPES",
+           "S1P2", "HIF4_BLOCK", "RES24_BLOCK"]
 
 
 def block_layout(fields, *, items=None, names=None):
@@ -44,34 +50,38 @@ def block_layout(fields, *, items=None, names=None):
 
 #: A HiF4 element: bits 2..0 = k, bit 3 = sign.
 S1P2 = data.StructLayout({"k": 3, "s": 1})
+#: Element type (``hif4spec.ELEMENT_TYPES``) -> the Amaranth layout of one item of a block's
+#: ``elem`` field, where it is not a plain bit field; every other type is ``unsigned(bits)``.
+ELEMENT_SHAPES = {"S1P2": S1P2}
+#: Step layout name -> field renames of its block (a HiF4 2:4 block's elements are ``kept``).
+_RENAMES = {"hif4-2:4": {"elem": "kept"}}
+
+
+@cache
+def block_of(name):
+    """``StructLayout`` of one block of step layout ``name`` (``hif4spec.STEP_LAYOUTS``),
+    built from its table when first asked for; ``ValueError`` naming the known layouts."""
+    spec = step_spec(name).spec
+    elem_type = FORMATS[getattr(spec, "fmt", spec.name)].elem_type
+    items = {"elem": ELEMENT_SHAPES[elem_type]} if elem_type in ELEMENT_SHAPES else None
+    return block_layout(spec.layout, items=items, names=_RENAMES.get(name))
+
+
 #: One packed HiF4 block, 288 bits (spec section 2): elements, L3, L2, E6M2.
-HIF4_BLOCK = block_layout(FORMATS["hif4"].layout, items={"elem": S1P2})
+HIF4_BLOCK = block_of("hif4")
 #: One packed 2:4 HiF4 residual block, 224 bits (spec section 6); ``elem`` is named ``kept``.
-RES24_BLOCK = block_layout(RESIDUAL24.layout, items={"elem": S1P2}, names={"elem": "kept"})
-#: One MXFP4 block: 32 E2M1 codes, E8M0 code at [128, 136).
-MXFP4_BLOCK = block_layout(FORMATS["mxfp4"].layout)
-#: One packed 2:4 MXFP4 residual block (``docs/mxfp4_residual.md``): 16 kept E2M1 codes,
-#: 16 2-bit positions, E8M0 code (104 bits).
-MXFP4_RES24_BLOCK = block_layout(RESIDUAL24_MXFP4.layout)
-#: One NVFP4 block: 16 E2M1 codes, UE4M3 code at [64, 72).
-NVFP4_BLOCK = block_layout(FORMATS["nvfp4"].layout)
-
-_BLOCKS = {"hif4": HIF4_BLOCK, "hif4-2:4": RES24_BLOCK, "mxfp4": MXFP4_BLOCK,
-           "mxfp4-2:4": MXFP4_RES24_BLOCK, "nvfp4": NVFP4_BLOCK}
+RES24_BLOCK = block_of("hif4-2:4")
 
 
+@cache
 def step_layout(name):
     """Layout of step layout ``name`` (``hif4spec.STEP_LAYOUTS``): the block, or an
     ``ArrayLayout`` of its blocks with block 0 in the low bits."""
-    lay = STEP_LAYOUTS[name]
-    block = _BLOCKS[name]
+    lay = step_spec(name)
+    block = block_of(name)
     shape = block if lay.blocks == 1 else data.ArrayLayout(block, lay.blocks)
     assert Shape.cast(shape).width == lay.bits, name
     return shape
-
-
-#: Step layout name -> its Amaranth layout (one 64-element step of an operand or residual).
-STEPS = {name: step_layout(name) for name in STEP_LAYOUTS}
 
 
 def payload_layout(unit, residual):
@@ -82,6 +92,6 @@ def payload_layout(unit, residual):
              "r": residual_layout(fmt, residual)}
     members = {}
     for name, bits in payload_fields(unit, residual):
-        members[name] = STEPS[steps[name].name] if name in steps else unsigned(bits)
+        members[name] = step_layout(steps[name].name) if name in steps else unsigned(bits)
         assert Shape.cast(members[name]).width == bits, (unit, residual, name)
     return data.StructLayout(members)
