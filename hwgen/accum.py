@@ -1,10 +1,17 @@
-"""The format-agnostic back end: exact step sum into an FP32 accumulator, one RNE rounding.
+"""The accumulator every dot unit ends with, and its reference back end (``"window"``).
+
+This module holds what every accumulator back end shares, whatever the format: the terms a
+step delivers (:class:`TermSpec`, :class:`AccumSpec`, :func:`accum_layout`) and the stream
+stage holding the FP32 accumulator register (:class:`Accumulator`, which runs the adder of
+any back end: :mod:`hwgen.backend`), and the reference back end itself (:class:`ExactAdd`:
+the exact step sum into the FP32 accumulator, one RNE rounding); the others are
+:mod:`hwgen.accum_bounded` (with :mod:`hwgen.accum_split`) and :mod:`hwgen.accum_trunc`.
 
 A format's front end reduces one step to a fixed number of exact *terms*. Term ``t`` is the
 integer ``sig_t * 2 ** (exp_t - bias_t)``: ``sig_t`` a two's complement significand of
 ``sig_bits`` bits, ``exp_t`` an unsigned field of ``exp_bits`` bits that never exceeds
 ``exp_max`` (so the term's range is known when the hardware is built), ``bias_t`` a
-constant. The back end computes, per step (spec section 7)::
+constant. An exact back end computes, per step (spec section 7)::
 
     acc = RNE_FP32(acc + sum_t term_t)          # one rounding of the exact sum
 
@@ -12,12 +19,12 @@ with IEEE gradual underflow and overflow to +-Inf, +0 for an exact zero sum, a n
 that rounds to zero keeping its sign, +-Inf sticky for finite steps, and NaN (emitted as
 0x7FC00000) from a step whose ``nan`` flag is set until the next ``first`` step.
 
-Exactness comes from a fixed-point window that holds every bit of every item: its least
-significant bit has weight ``2**L`` with ``L = min(-149, min_t(-bias_t))`` (-149 is the FP32
-subnormal ulp, the lowest bit of any accumulator value), its top bit is above the largest
-possible magnitude of the sum. All items are shifted into the window (one variable shift
-each), added as two's complement integers (no information lost), then one
-leading-zero count, one normalising shift and one round-to-nearest-even produce the FP32
+The reference back end gets exactness from a fixed-point window that holds every bit of
+every item: its least significant bit has weight ``2**L`` with
+``L = min(-149, min_t(-bias_t))`` (-149 is the FP32 subnormal ulp, the lowest bit of any
+accumulator value), its top bit is above the largest possible magnitude of the sum. All
+items are shifted into the window (one variable shift each), added as two's complement
+integers (no information lost), then one leading-zero count, one normalising shift and one round-to-nearest-even produce the FP32
 word. Far-apart scales and full cancellation (1.0 - 1.0 + 2**-80) are therefore exact by
 construction; the price is the window width (``AccumSpec.window``; 280 bits for HiF4).
 

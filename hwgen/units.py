@@ -4,16 +4,19 @@ The registry itself (units, residual modes, stages, lanes, defaults, the standar
 module names) is :mod:`hif4spec.units`; this module re-exports ``UNITS``, ``all_configs``,
 ``standard_set`` and ``module_name`` from it and adds the Amaranth side: the builder named by
 a unit's ``UnitSpec.builder`` (``"module:attribute"``, imported only when used) is a
-:class:`hwgen.unit.DotUnit` subclass taking keyword-only ``residual``, ``stages`` and
-``lanes``, and provides the interface every consumer relies on (``hwgen.manifest`` reads it,
-the cocotb bench reads the manifest):
+:class:`hwgen.unit.Unit` subclass (:class:`hwgen.unit.DotUnit` for a dot unit,
+:class:`hwgen.encoder.EncoderUnit` for an encoder) taking keyword-only ``residual``,
+``stages``, ``lanes`` and, for a dot unit, ``accum``, and provides the interface every
+consumer relies on (``hwgen.manifest`` reads it, the benches read the manifest):
 
-* ports ``i`` (``In(stream.Signature(payload_layout))``) and ``o``
-  (``Out(stream.Signature(32))``); the emitted Verilog has ``clk``, ``rst``, ``i__valid``,
-  ``i__ready``, ``i__payload``, ``o__valid``, ``o__ready``, ``o__payload``;
-* properties ``unit`` (str), ``residual``, ``stages``, ``lanes``, ``module_name``,
-  ``payload_layout`` (a ``StructLayout``: ``a``, ``w``, ``r`` if present, ``first``,
-  ``last``, low bits first), ``latency``, ``ii`` and ``timing`` (a JSON-able dict, see
+* ports ``i`` (``In(stream.Signature(payload_layout))``) and ``o`` (``Out`` of a stream of
+  ``output_layout``'s width: a dot unit's 32-bit FP32 word ``acc``, an encoder's ``q`` and
+  ``r``); the emitted Verilog has ``clk``, ``rst``, ``i__valid``, ``i__ready``,
+  ``i__payload``, ``o__valid``, ``o__ready``, ``o__payload``;
+* properties ``unit`` (str), ``residual``, ``stages``, ``lanes``, ``accum`` (None for an
+  encoder), ``module_name``, ``payload_layout`` and ``output_layout`` (``StructLayout`` of
+  the fields of :func:`hif4spec.payload_fields` and :func:`hif4spec.output_fields`, low
+  bits first), ``latency``, ``ii``, ``timing`` and ``structure`` (JSON-able, see
   ``hwgen.manifest``).
 
 A new unit is one ``UnitSpec`` in ``hif4spec/units.py`` plus its generator.
@@ -33,7 +36,7 @@ def get_builder(name):
 
 
 def build_unit(name, **params):
-    """Build unit ``name``; missing or None ``residual``/``stages``/``lanes`` take defaults.
+    """Build unit ``name``; a missing or None parameter takes its default.
 
     The parameters are checked by :func:`hif4spec.resolve` (``ValueError``, one line).
     """
