@@ -27,7 +27,6 @@ __all__ = [
     "ResidualBlockSpec",
     "NVFP4_TENSOR_SCALE_DIVISOR",
     "HIF8_OVERFLOW",
-    "layout_bit",
 ]
 
 #: Elements of each operand that a dot-product unit consumes per step (spec section 7).
@@ -214,16 +213,6 @@ RESIDUAL24_MXFP4 = ResidualBlockSpec("mxfp4-2:4", "mxfp4", 32, 16, 104, (
     FieldLayout("pos", 64, 2, 16),      # position of kept element j in its micro-group
     FieldLayout("scale", 96, 8, 1),     # E8M0
 ))
-
-
-def layout_bit(layout, name, index=0):
-    """Bit offset of item ``index`` of field ``name`` in ``layout`` (a tuple of FieldLayout)."""
-    for f in layout:
-        if f.name == name:
-            if not 0 <= index < f.count:
-                raise IndexError(f"field {name!r} has {f.count} items, not index {index}")
-            return f.offset + index * f.width
-    raise KeyError(f"no field {name!r} in layout")
 
 
 def _check():
