@@ -115,16 +115,18 @@ def generate_cached(unit, params, folder):
     folder.mkdir(parents=True, exist_ok=True)
     key = _generator_key(unit, params)
     stamp = folder / "gen.key"
-    if not (stamp.exists() and stamp.read_text() == key):
-        from hwgen.emit import unit_files
-        files = unit_files(build_unit(unit, **params))
-        for old in [*folder.glob("*.v"), *folder.glob("*.json")]:
-            old.unlink()
-        for name, text in files.items():
-            (folder / name).write_text(text)
-        stamp.write_text(key)
-    manifest_path = next(p for p in folder.glob("*.json"))
-    manifest = json.loads(manifest_path.read_text())
+    # test workers share the folder: one generates while the others wait, then read it
+    with _locked(folder.parent / f".{folder.name}.lock"):
+        if not (stamp.exists() and stamp.read_text() == key):
+            from hwgen.emit import unit_files
+            files = unit_files(build_unit(unit, **params))
+            for old in [*folder.glob("*.v"), *folder.glob("*.json")]:
+                old.unlink()
+            for name, text in files.items():
+                (folder / name).write_text(text)
+            stamp.write_text(key)
+        manifest_path = next(p for p in folder.glob("*.json"))
+        manifest = json.loads(manifest_path.read_text())
     return folder / f"{manifest['module']}.v", manifest
 
 
