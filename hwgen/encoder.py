@@ -1,10 +1,11 @@
 """Encoder units: BF16 activations in, the packed operand step (and residual step) out.
 
-An encoder wraps a quantizer core (:mod:`hwgen.quant_hif4`, :mod:`hwgen.quant_mxnv`: a chain
-of combinational stages over one whole 64-element group) in the stream conventions of the
-dot-product units: ports ``i`` / ``o`` (valid/ready streams), ``stages`` and ``lanes``
-checked against the registry (:mod:`hif4spec.units`, kind ``"encoder"``), a manifest
-(:mod:`hwgen.manifest`) whose ``timing.pipeline`` the cycle-level simulator runs.
+An encoder wraps a quantizer core (:mod:`hwgen.core`; :mod:`hwgen.quant_hif4`,
+:mod:`hwgen.quant_mxnv`: a chain of combinational stages over one whole 64-element group) in
+the stream conventions of the dot-product units, on the same base (:class:`hwgen.unit.Unit`:
+ports ``i`` / ``o`` (valid/ready streams), ``residual``, ``stages`` and ``lanes`` checked
+against the registry, kind ``"encoder"``), with a manifest (:mod:`hwgen.manifest`) whose
+``timing.pipeline`` the cycle-level simulator runs.
 
 Payloads (:func:`hif4spec.payload_fields`, :func:`hif4spec.output_fields`):
 
