@@ -562,7 +562,8 @@ class LoopTerm(wiring.Component):
         sp = self._s
         E = sp.exp_bits
         return [Part("add", (E + 1,)), Part("shr", (E_BITS, E_BITS + 2)),
-                Part("cmp", (E_BITS + 2,)), Part("add", (52,), 2), Part("mux", (2, 52)), Part("neg", (53,)), Part("add", (E,))]
+                Part("cmp", (E_BITS + 2,)), Part("add", (52,), 2), Part("mux", (2, 52)),
+                Part("neg", (53,)), Part("add", (E,))]
 
 
 class Residue(wiring.Component):

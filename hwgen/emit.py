@@ -2,10 +2,10 @@
 
 ``emit_verilog(unit)`` returns the Verilog text of a unit (``unit.module_name`` is the top
 module name; a unit may list its ports with ``verilog_ports()``, see
-:meth:`hwgen.encoder.EncoderUnit.verilog_ports`) with no source locations, absolute paths or timestamps, so the text depends
-only on the unit's parameters and the Amaranth/Yosys versions. ``unit_files(unit)`` gives
-the text of ``<module>.v`` and ``<module>.json`` (see ``hwgen.manifest``); the callers
-(``hif4 generate``, the bench cache) write them.
+:meth:`hwgen.encoder.EncoderUnit.verilog_ports`) with no source locations, absolute paths
+or timestamps, so the text depends only on the unit's parameters and the Amaranth/Yosys
+versions. ``unit_files(unit)`` gives the text of ``<module>.v`` and ``<module>.json`` (see
+``hwgen.manifest``); the callers (``hif4 generate``, the bench cache) write them.
 """
 
 from amaranth.back import verilog
