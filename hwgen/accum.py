@@ -25,8 +25,9 @@ every item: its least significant bit has weight ``2**L`` with
 accumulator value), its top bit is above the largest possible magnitude of the sum. All
 items are shifted into the window (one variable shift each), added as two's complement
 integers (no information lost), then one leading-zero count, one normalising shift and one
-round-to-nearest-even produce the FP32 word. Far-apart scales and full cancellation (1.0 - 1.0 + 2**-80) are therefore exact by
-construction; the price is the window width (``AccumSpec.window``; 280 bits for HiF4).
+round-to-nearest-even produce the FP32 word. Far-apart scales and full cancellation
+(1.0 - 1.0 + 2**-80) are therefore exact by construction; the price is the window width
+(``AccumSpec.window``; 280 bits for HiF4).
 
 Components (one per datapath stage):
 
