@@ -19,8 +19,8 @@ __all__ = ["RESIDUAL_MODES", "RESIDUAL_TAGS", "ACCUMS", "EXACT_ACCUMS", "REFEREN
            "ACCUM_TAGS", "default_accum",
            "TRUNC_BITS", "TRUNC_BITS_RANGE", "TRUNC_PRESUM", "GEMMS", "STAGES", "LANES",
            "DEFAULTS", "KINDS",
-           "UnitSpec", "UNITS", "register_unit", "UnitView", "unit_spec", "units_of_kind", "check_residual", "check_params",
-           "resolve",
+           "UnitSpec", "UNITS", "register_unit", "UnitView", "unit_spec", "units_of_kind",
+           "check_residual", "check_params", "resolve",
            "module_name", "parse_module_name", "payload_fields", "output_fields",
            "all_configs", "standard_set", "residuals_of", "accums_of", "BF16_BITS",
            "TENSOR_SCALE_BITS"]
