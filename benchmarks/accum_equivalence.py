@@ -7,12 +7,13 @@ Usage::
 
     python benchmarks/accum_equivalence.py [--steps N] [--unit UNIT ...] [--seed S]
 
-Units: ``hif4`` (HiF4 without residual, one term), ``hif4_24`` and ``hif4_dense`` (HiF4 with
-a residual: two terms pre-added, exponent fields at most
-:data:`hwgen.hif4.MAX_TERM_EXP_DIFF` apart), ``nvfp4`` (one term), ``mxfp4`` (MXFP4 without
-residual: two independent block terms paired), ``mxfp4_24`` and ``mxfp4_dense`` (MXFP4 with
-a residual: four independent terms split, :mod:`hwgen.accum_split`); all seven by default.
-The
+Units: every registered dot unit in each of its residual modes (:data:`UNITS`), with the
+terms and the exponent-field bound its accumulator gets: ``hif4`` (HiF4 without residual,
+one term), ``hif4_24`` and ``hif4_dense`` (HiF4 with a residual: two terms pre-added,
+exponent fields at most :data:`hwgen.hif4.MAX_TERM_EXP_DIFF` apart), ``mxfp4`` (MXFP4
+without residual: two independent block terms paired), ``mxfp4_24`` and ``mxfp4_dense``
+(MXFP4 with a residual: four independent terms split, :mod:`hwgen.accum_split`),
+``nvfp4`` (one term); all of them by default. The
 steps are :func:`sim.stimulus.accum.accum_steps` (random, and the adversarial classes listed
 there), ``N`` per unit (default 1,000,000).
 
@@ -29,6 +30,7 @@ status 1 on any mismatch, after the first mismatching steps in hex; 2 on bad arg
 """
 
 import argparse
+import functools
 import subprocess
 import sys
 import tempfile
@@ -48,24 +50,33 @@ from amaranth.lib.wiring import In, Out  # noqa: E402
 
 from hwgen.accum import AccumSpec, ExactAdd, accum_layout  # noqa: E402
 from hwgen.accum_bounded import BoundedAdd  # noqa: E402
-from hwgen.hif4 import MAX_TERM_EXP_DIFF, HiF4DotUnit  # noqa: E402
-from hwgen.mxfp4 import term_specs as mxfp4_terms  # noqa: E402
-from hwgen.nvfp4 import term_specs as nvfp4_terms  # noqa: E402
+from hif4spec import units_of_kind  # noqa: E402
+from hwgen.units import build_unit  # noqa: E402
 from sim.cli import _Parser  # noqa: E402
 from sim.cost.activity import ActivityError, verilate  # noqa: E402
 from sim.progress import Reporter  # noqa: E402
 from sim.stimulus.accum import CLASSES, accum_steps  # noqa: E402
 
-#: ``{unit: () -> (terms, max_exp_diff)}``.
-UNITS = {
-    "hif4": lambda: (list(HiF4DotUnit(residual="none").terms), None),
-    "hif4_24": lambda: (list(HiF4DotUnit(residual="2:4").terms), MAX_TERM_EXP_DIFF),
-    "hif4_dense": lambda: (list(HiF4DotUnit(residual="dense").terms), MAX_TERM_EXP_DIFF),
-    "nvfp4": lambda: (nvfp4_terms(), None),
-    "mxfp4": lambda: (mxfp4_terms("none"), None),
-    "mxfp4_24": lambda: (mxfp4_terms("2:4"), None),
-    "mxfp4_dense": lambda: (mxfp4_terms("dense"), None),
-}
+
+def accum_terms(unit, residual):
+    """``(terms, max_exp_diff)`` of the accumulator of dot unit ``unit`` with ``residual``:
+    the unit's term list, and the bound on two terms' exponent fields it gives its back end
+    (None where its terms are one, or independent)."""
+    built = build_unit(unit, residual=residual)
+    terms = list(built.terms)
+    return terms, (built._max_exp_diff if len(terms) == 2 else None)
+
+
+def accum_units():
+    """``{name: () -> (terms, max_exp_diff)}`` of every registered dot unit in each of its
+    residual modes: ``unit`` without residual, ``unit_24`` / ``unit_dense`` with one."""
+    return {u.name if r == "none" else f"{u.name}_{r.replace(':', '')}":
+            functools.partial(accum_terms, u.name, r)
+            for u in units_of_kind("dot") for r in u.residuals}
+
+
+#: :func:`accum_units` of the units registered when this module is imported.
+UNITS = accum_units()
 BUILD_ROOT = ROOT / "build" / "accum_equiv"
 TOP = "accum_equiv"
 #: Verilator arguments and make variables of the build: the evaluation code optimized, the

@@ -27,16 +27,23 @@ from amaranth.hdl import UnusedElaboratable  # noqa: E402
 
 from hwgen.accum import AccumSpec, ExactAdd  # noqa: E402
 from hwgen.accum_bounded import BoundedAdd  # noqa: E402
-from hwgen.hif4 import MAX_TERM_EXP_DIFF, HiF4DotUnit  # noqa: E402
-from hwgen.nvfp4 import term_specs as nvfp4_terms  # noqa: E402
+from hwgen.units import build_unit  # noqa: E402
 from sim.cost import synth  # noqa: E402
+
+#: The (dot unit, residual) rows: one term (HiF4 and NVFP4 without residual) and two terms
+#: pre-added (HiF4 with the 2:4 residual).
+ROWS = (("hif4", "none"), ("hif4", "2:4"), ("nvfp4", "none"))
 
 
 def _terms():
-    """``{row: (terms, max_exp_diff)}``; only the units' term lists are used."""
-    return {"hif4 (none)": (list(HiF4DotUnit(residual="none").terms), None),
-            "hif4 (2:4)": (list(HiF4DotUnit(residual="2:4").terms), MAX_TERM_EXP_DIFF),
-            "nvfp4": (nvfp4_terms(), None)}
+    """``{row: (terms, max_exp_diff)}`` of :data:`ROWS`: each unit's term list and the bound
+    on two terms' exponent fields it gives its back end (None for one term)."""
+    out = {}
+    for unit, residual in ROWS:
+        built = build_unit(unit, residual=residual)
+        terms = list(built.terms)
+        out[f"{unit} ({residual})"] = (terms, built._max_exp_diff if len(terms) == 2 else None)
+    return out
 
 
 def _synth(component, top, backend):
@@ -59,11 +66,11 @@ def main(argv=None):
             print(f"synthesizing {name}, {kind} ...", file=sys.stderr, flush=True)
             res = _synth(make(), f"acc_{tag}_{kind.split()[0]}", args.backend)
             rows.append((name, kind, res.nand2, res.longest_path, time.time() - t0))
-    print(f"{'unit':<12} {'back end':<12} {'NAND2-eq':>9} {'path':>6} {'ratio':>7} "
+    print(f"{'unit':<13} {'back end':<12} {'NAND2-eq':>9} {'path':>6} {'ratio':>7} "
           f"{'path ratio':>10}")
     for name, kind, nand2, path, _ in rows:
         base = next(r for r in rows if r[0] == name and r[1] == "full window")
-        print(f"{name:<12} {kind:<12} {nand2:>9,.0f} {path:>6} {nand2 / base[2]:>7.2f} "
+        print(f"{name:<13} {kind:<12} {nand2:>9,.0f} {path:>6} {nand2 / base[2]:>7.2f} "
               f"{path / base[3]:>10.2f}")
 
 

@@ -50,6 +50,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from hif4spec import parse_module_name  # noqa: E402
 from sim import area_model  # noqa: E402
 from sim.cost import synth, table  # noqa: E402
 from sim.cost.libsynth import SCRIPTS, synthesize_liberty  # noqa: E402
@@ -57,6 +58,8 @@ from sim.cost.liberty import load_library  # noqa: E402
 from sim.sweep import Report, generate_config, run_tasks  # noqa: E402
 
 TABLE_PATH = area_model.LIBERTY_TABLE_PATH
+#: The unit :func:`standard_ratios` compares every standard dot unit with.
+REFERENCE_UNIT = "hif4"
 BUILD = ROOT / "build" / "liberty" / "units"
 
 
@@ -206,7 +209,8 @@ def check(held, lib, liberty_coeffs=None):
 def standard_ratios(held, lib, script=area_model.LIBERTY_SCRIPT):
     """Print the standard dot units of ``rtl_out/`` (bounded back end): µm² of the
     library, NAND2-eq of the cmos2 table, µm² per NAND2-eq, and each unit's µm² and
-    NAND2-eq over the HiF4 unit's of the same residual mode."""
+    NAND2-eq over those of :data:`REFERENCE_UNIT` with the same residual mode, stages,
+    lanes and back end."""
     cmos2 = table.load_table()
     key = area_model.run_key(lib.sha256, script)
     rows = []
@@ -217,10 +221,13 @@ def standard_ratios(held, lib, script=area_model.LIBERTY_SCRIPT):
     if not rows:
         return
     print()
-    print("| unit | um2 | NAND2-eq | um2 per NAND2-eq | um2 vs HiF4 | NAND2-eq vs HiF4 |")
+    ref = REFERENCE_UNIT
+    print(f"| unit | um2 | NAND2-eq | um2 per NAND2-eq | um2 vs {ref} | NAND2-eq vs {ref} |")
     print("|---|---:|---:|---:|---:|---:|")
+    config = {r[0]: parse_module_name(r[0]) for r in rows}
     for name, um2, nand2 in rows:
-        base = next((r for r in rows if r[0] == "hif4" + name[name.index("_dot_"):]), None)
+        want = (REFERENCE_UNIT, *config[name][1:])
+        base = next((r for r in rows if config[r[0]] == want), None)
         vs = (f"{um2 / base[1]:.2f} | {nand2 / base[2]:.2f}" if base else "- | -")
         print(f"| {name} | {um2:,.0f} | {nand2:,.0f} | {um2 / nand2:.3f} | {vs} |")
 

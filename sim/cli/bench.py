@@ -1,8 +1,11 @@
 """``hif4 bench``: benchmarks (a measurement printed beside baselines, never a test)."""
 
+from hif4spec import FORMATS as SPECS
+
 from ._util import CLIError, parse_choice_list
 
-FORMATS = ("hif4", "mxfp4", "nvfp4", "hif8", "bf16")
+#: The ``--formats`` choices: every format of ``hif4spec.FORMATS``.
+FORMATS = tuple(SPECS)
 
 
 def register(subparsers):
@@ -70,10 +73,10 @@ def run(args):
     print(bench.format_report(rows, args.values))
     if not args.no_mse:
         print("hif4 bench: Gaussian MSE ratios ...", file=sys.stderr, flush=True)
-        nv, mx = bench.gaussian_mse_ratios(seed=args.seed)
+        ratios = bench.gaussian_mse_ratios(seed=args.seed)
         print("Gaussian MSE ratios (mean over sigma = 0.01 * 2^k, k = 3..16):")
-        for name, got in (("nvfp4", nv), ("mxfp4", mx)):
-            paper = bench.PAPER_RATIOS[name]
-            print(f"  {name.upper()}/HiF4 = {got:.3f}   paper {paper:.2f}   "
+        base = SPECS[bench.PAPER_BASELINE].title
+        for (name, paper), got in zip(bench.PAPER_RATIOS.items(), ratios):
+            print(f"  {SPECS[name].title}/{base} = {got:.3f}   paper {paper:.2f}   "
                   f"({100 * (got / paper - 1):+.1f}%)")
     return 0

@@ -363,9 +363,10 @@ def energy_selection(units, residuals, *, stages=None, lanes=None, accum=None, r
     dot-product units among ``units`` (encoders are left out), picked as ``hif4 estimate``
     picks them (:func:`sim.cost.estimate.select_manifest`, with ``accum`` as
     :func:`sim.cost.estimate.estimate_rows` takes it) from ``manifests`` (default: those
-    of ``rtl_dir``, default ``rtl_out/``); ``bases`` maps ``(fmt, stages, lanes)`` to the
-    MXFP4 or NVFP4 module without residual at the same stages and lanes, for the ratio
-    columns (None when that module is not there); ``todo`` is every module to measure,
+    of ``rtl_dir``, default ``rtl_out/``); ``bases`` maps ``(fmt, stages, lanes)``, ``fmt``
+    one of :data:`sim.cost.estimate.RATIO_FORMATS`, to the module of that format's dot unit
+    (:func:`sim.cost.estimate.ratio_unit`) without residual at the same stages and lanes,
+    for the ratio columns (None when that module is not there); ``todo`` is every module to measure,
     once each. Raises ``LookupError`` when nothing is left to measure."""
     from hif4spec import residuals_of
 
@@ -387,12 +388,13 @@ def energy_selection(units, residuals, *, stages=None, lanes=None, accum=None, r
     bases = {}
     for _, man in chosen:
         par = man["parameters"]
-        for name in ("mxfp4", "nvfp4"):
-            key = (name, par["stages"], par["lanes"])
+        for fmt in est.RATIO_FORMATS:
+            key = (fmt, par["stages"], par["lanes"])
+            name = est.ratio_unit(man["unit"], fmt)
             if key not in bases:
                 try:
-                    bases[key] = est.select_manifest(manifests, name, "none", *key[1:],
-                                                     est.accum_for(name, accum, "none"))
+                    bases[key] = None if name is None else est.select_manifest(
+                        manifests, name, "none", *key[1:], est.accum_for(name, accum, "none"))
                 except LookupError:
                     bases[key] = None
             if bases[key] is not None:
@@ -405,6 +407,8 @@ def comparison_rows(chosen, bases, measured, stimuli=STIMULI):
     :func:`measure` (``measured``: ``{module: {stimulus: figures}}``) and the ratio
     columns ``vs_mxfp4`` / ``vs_nvfp4`` (total energy per MAC on the same stimulus, None
     where that module is not there)."""
+    from .estimate import RATIO_FORMATS
+
     rows = []
     for _, manifest in chosen:
         par = manifest["parameters"]
@@ -412,10 +416,10 @@ def comparison_rows(chosen, bases, measured, stimuli=STIMULI):
             r = {"unit": manifest["unit"], "residual": par["residual"],
                  "module": manifest["module"], "stages": par["stages"], "lanes": par["lanes"],
                  "stimulus": stim, **measured[manifest["module"]][stim]}
-            for name in ("mxfp4", "nvfp4"):
-                sel = bases[name, par["stages"], par["lanes"]]
+            for fmt in RATIO_FORMATS:
+                sel = bases[fmt, par["stages"], par["lanes"]]
                 b = measured[sel[1]["module"]][stim] if sel else None
-                r[f"vs_{name}"] = r["energy_per_mac"] / b["energy_per_mac"] if b else None
+                r[f"vs_{fmt}"] = r["energy_per_mac"] / b["energy_per_mac"] if b else None
             rows.append(r)
     return rows
 

@@ -19,11 +19,14 @@ from pathlib import Path
 from hif4spec import FORMATS
 
 __all__ = ["RTL_DIR", "find_manifests", "select_manifest", "estimate_rows", "plot_rows",
-           "format_table", "combined_rows", "format_combined", "COMBINED"]
+           "format_table", "combined_rows", "format_combined", "combined_pairs",
+           "RATIO_FORMATS", "COMBINED_REFERENCE", "ratio_unit"]
 
-#: The (format, residual) pairs of the combined encoder + dot-unit table, in order.
-COMBINED = (("hif4", "none"), ("hif4", "2:4"), ("mxfp4", "none"), ("mxfp4", "2:4"),
-            ("nvfp4", "none"))
+#: The formats the ratio columns (``vs MXFP4``, ``vs NVFP4``) compare each row with: the
+#: unit of the row's kind in that format, without residual, at the same stages and lanes.
+RATIO_FORMATS = ("mxfp4", "nvfp4")
+#: The (format, residual) the combined table's ``vs HiF4`` column compares with.
+COMBINED_REFERENCE = ("hif4", "none")
 
 RTL_DIR = Path(__file__).resolve().parents[2] / "rtl_out"
 
@@ -157,21 +160,16 @@ def estimate_rows(units, residuals, *, stages=None, lanes=None, accum=None,
     chosen = [select_manifest(manifests, u, r, stages, lanes, accum_for(u, accum, r),
                                where=rtl_dir)
               for u, r in wanted]
-    base_units = ("mxfp4", "nvfp4")
-
-    def base_of(unit, fmt):          # the baseline unit of the same kind as ``unit``
-        return fmt if unit_spec(unit).kind == "dot" else f"{fmt}_quant"
-
     bases = {}
     for _, man in chosen:
         par = man["parameters"]
-        for fmt in base_units:
-            name = base_of(man["unit"], fmt)
+        for fmt in RATIO_FORMATS:
+            name = ratio_unit(man["unit"], fmt)
             key = (name, par["stages"], par["lanes"])
             if key not in bases:
                 try:
-                    bases[key] = select_manifest(manifests, name, "none", *key[1:],
-                                                 accum_for(name, accum, "none"))
+                    bases[key] = None if name is None else select_manifest(
+                        manifests, name, "none", *key[1:], accum_for(name, accum, "none"))
                 except LookupError:
                     bases[key] = None
     todo = {m["module"]: (v, m) for v, m in chosen}
@@ -192,8 +190,8 @@ def estimate_rows(units, residuals, *, stages=None, lanes=None, accum=None,
     out = []
     for _, manifest in chosen:
         r = rows[manifest["module"]]
-        for fmt in base_units:
-            sel = bases[base_of(r["unit"], fmt), r["stages"], r["lanes"]]
+        for fmt in RATIO_FORMATS:
+            sel = bases[ratio_unit(r["unit"], fmt), r["stages"], r["lanes"]]
             b = rows[sel[1]["module"]] if sel else None
             if r["kind"] == "encoder":
                 r[f"area_per_element_vs_{fmt}"] = (
@@ -207,26 +205,48 @@ def estimate_rows(units, residuals, *, stages=None, lanes=None, accum=None,
     return out
 
 
+def ratio_unit(unit, fmt):
+    """The unit a ratio column in format ``fmt`` compares ``unit`` with: the first registered
+    unit of ``unit``'s kind in ``fmt``, or None where there is none."""
+    from hif4spec import unit_spec, units_of_kind
+
+    kind = unit_spec(unit).kind
+    return next((u.name for u in units_of_kind(kind) if u.fmt == fmt), None)
+
+
+def combined_pairs():
+    """``[(dot unit, encoder, residual), ...]`` of the combined table: each registered dot
+    unit with each encoder of its format, in each residual mode of both standard sets."""
+    from hif4spec import units_of_kind
+
+    return [(d.name, e.name, r) for d in units_of_kind("dot")
+            for e in units_of_kind("encoder") if e.fmt == d.fmt
+            for r in d.standard if r in e.standard]
+
+
 def combined_rows(rows, array=(4, 4)):
-    """Encoder + dot unit per MAC, one dict per pair of :data:`COMBINED` whose encoder and
-    dot-unit rows (same stages and lanes) are both in ``rows``.
+    """Encoder + dot unit per MAC, one dict per pair of :func:`combined_pairs` whose encoder
+    and dot-unit rows (same stages and lanes) are both in ``rows``.
 
     Both consume or emit one 64-element step every ``ii`` cycles, so one encoder keeps one
     dot unit busy: ``nand2_per_mac`` is (encoder + dot unit) / the dot unit's MACs per
     cycle. In a GEMM on an R x C array an activation step is quantized once and used by the
     C units of its row: ``nand2_per_mac_shared`` charges 1/C of an encoder per unit.
     ``encoder_vs_dot`` is the encoder's area over the dot unit's; ``vs_hif4`` compares the
-    1:1 figure with HiF4 without residual. Areas are synthesized where the rows have them,
+    1:1 figure with :data:`COMBINED_REFERENCE` (HiF4 without residual). Areas are synthesized where the rows have them,
     else the model's (``source``).
     """
+    from hif4spec import unit_spec
+
     cols = array[1]
     index = {(r["unit"], r["residual"], r["stages"], r["lanes"]): r for r in rows}
     out = []
-    for fmt, residual in COMBINED:
+    for dot, encoder, residual in combined_pairs():
+        fmt = unit_spec(dot).fmt
         for r in rows:
-            if (r["unit"], r["residual"]) != (fmt, residual):
+            if (r["unit"], r["residual"]) != (dot, residual):
                 continue
-            enc = index.get((f"{fmt}_quant", residual, r["stages"], r["lanes"]))
+            enc = index.get((encoder, residual, r["stages"], r["lanes"]))
             if enc is None:
                 continue
             synth = r["area_synth_nand2"] is not None and enc["area_synth_nand2"] is not None
@@ -242,7 +262,7 @@ def combined_rows(rows, array=(4, 4)):
                 "nand2_per_mac_shared": (a_enc / cols + a_dot) / macs, "shared_by": cols,
             })
     base = {(c["stages"], c["lanes"]): c["nand2_per_mac"] for c in out
-            if (c["format"], c["residual"]) == ("hif4", "none")}
+            if (c["format"], c["residual"]) == COMBINED_REFERENCE}
     for c in out:
         b = base.get((c["stages"], c["lanes"]))
         c["vs_hif4"] = c["nand2_per_mac"] / b if b else None

@@ -47,7 +47,7 @@ import math
 import re
 from pathlib import Path
 
-from hif4spec import DEFAULTS, standard_set, unit_spec, units_of_kind
+from hif4spec import DEFAULTS, FORMATS, standard_set, unit_spec, units_of_kind
 from hif4spec import STAGES as SPEC_STAGES
 
 from .libfigures import run_record, synthesize_unit, throughput
@@ -325,12 +325,10 @@ def plan(runs, configs, stage, script, targets_of, *, exhaustive=False, gate=Tru
 
 # --- text and plot ------------------------------------------------------------------------
 
-_NAMES = {"hif4": "HiF4", "mxfp4": "MXFP4", "nvfp4": "NVFP4"}
-
-
 def _label(unit, residual):
     spec = unit_spec(unit)
-    name = _NAMES.get(spec.fmt, spec.fmt) + ("" if residual == "none" else f"+ResQ-{residual}")
+    name = FORMATS[spec.fmt].title or spec.fmt.upper()
+    name += "" if residual == "none" else f"+ResQ-{residual}"
     return name + (" encoder" if spec.kind == "encoder" else "")
 
 

@@ -150,10 +150,10 @@ def keep_mask(values, mode, axis=-1):
 def _zero_dropped(qt, keep):
     """Copy of ``qt`` with the element codes where ``keep`` is False set to 0."""
     fields = {k: np.array(v, copy=True) for k, v in qt.fields.items()}
-    if qt.fmt in ("hif8", "bf16"):
+    block = FORMATS[qt.fmt].block
+    if block == 1:                                      # element-wise: one code per value
         fields["code"] = np.where(keep, fields["code"], 0).astype(fields["code"].dtype)
     else:
-        block = FORMATS[qt.fmt].block
         km = np.moveaxis(keep, qt.axis, -1)
         n = km.shape[-1]
         nb = ceil(n / block)

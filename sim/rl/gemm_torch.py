@@ -222,7 +222,7 @@ def gemm_torch(a_qt, w_qt, r=None, *, scaled=False, device=None, row_chunk=None,
     if A.nan.any() or W.nan.any():
         nan = torch.from_numpy(A.nan[:, None] | W.nan[None, :]).to(device)
         out.masked_fill_(nan, float("nan"))
-    if scaled and fmt == "nvfp4":
+    if scaled and golden(fmt).has_tensor_scale:
         words = dot.scale_result(_words(out), A.tensor_scale, W.tensor_scale)
         return torch.from_numpy(words.view(np.float32)).to(device) if as_tensor else words
     return out if as_tensor else _words(out)

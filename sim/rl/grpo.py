@@ -31,14 +31,16 @@ import torch.nn.functional as F
 from hif4spec import RESQ_MODES
 
 from .model import TinyConfig, TinyDecoder
-from .qlinear import (Precision, convert_linears, gather_stats, reset_stats, set_collect_stats,
-                      set_gemm, set_mode)
+from .qlinear import (RESQ_EXTRA, Precision, convert_linears, gather_stats, reset_stats,
+                      set_collect_stats, set_gemm, set_mode)
 from .task import VOCAB, AdditionTask
 
 __all__ = ["Settings", "QUICK", "FULL", "RunConfig", "build_configs", "run_experiment",
            "summarize", "format_table", "plot_curves", "LAYER_TYPES", "eval_set_for"]
 
 FP4 = ("hif4", "mxfp4", "nvfp4")
+#: The reference precision: training and rollouts in it are the baseline configuration.
+BASELINE = "bf16"
 LAYER_TYPES = ("attn.qkv", "attn.out", "mlp.up", "mlp.down", "lm_head")
 
 
@@ -87,12 +89,12 @@ class RunConfig:
         for fmt in (self.train, self.weight, self.act):
             if fmt in FP4:
                 return fmt
-        return "bf16"
+        return BASELINE
 
     @property
     def rollout_label(self):
-        if self.weight == "bf16" and self.act == "bf16":
-            return "bf16"
+        if self.weight == BASELINE and self.act == BASELINE:
+            return BASELINE
         w = "4" if self.weight in FP4 else "16"
         a = "4" if self.act in FP4 else "16"
         label = f"{self.family}-W{w}A{a}"
@@ -109,15 +111,17 @@ class RunConfig:
         return Precision(weight=self.weight, act=self.act, resq=self.resq)
 
 
-def build_configs(formats=FP4, resq_modes=("dense", "2:4"), hif4_extra=("channel50", "block32x64")):
+def build_configs(formats=FP4, resq_modes=("dense", "2:4"), extra=RESQ_EXTRA):
     """The precision matrix: BF16 baseline; per format BF16 or FP4 training x rollout BF16,
-    W4A16, W16A4, W4A4; FP4 training with W4A4 + ResQ; extra sparsifiers for HiF4."""
-    configs = [RunConfig("bf16", "bf16", "bf16")]
+    W4A16, W16A4, W4A4; FP4 training with W4A4 + ResQ in ``resq_modes`` and the format's
+    ``extra`` sparsifiers (by format; default :data:`sim.rl.qlinear.RESQ_EXTRA`)."""
+    configs = [RunConfig(BASELINE, BASELINE, BASELINE)]
     for fmt in formats:
-        rollouts = [(fmt, "bf16"), ("bf16", fmt), (fmt, fmt)]
-        configs += [RunConfig("bf16", w, a) for w, a in rollouts]
-        configs += [RunConfig(fmt, "bf16", "bf16")] + [RunConfig(fmt, w, a) for w, a in rollouts]
-        modes = list(resq_modes) + (list(hif4_extra) if fmt == "hif4" else [])
+        rollouts = [(fmt, BASELINE), (BASELINE, fmt), (fmt, fmt)]
+        configs += [RunConfig(BASELINE, w, a) for w, a in rollouts]
+        configs += [RunConfig(fmt, BASELINE, BASELINE)]
+        configs += [RunConfig(fmt, w, a) for w, a in rollouts]
+        modes = list(resq_modes) + list(extra.get(fmt, ()))
         configs += [RunConfig(fmt, fmt, fmt, mode) for mode in modes]
     return configs
 
@@ -218,7 +222,7 @@ def grpo_run(base, config, settings, seed, eval_set, progress=None):
     set_gemm(model, settings.gemm)
     opt = torch.optim.Adam(model.parameters(), lr=settings.lr)
     gen = torch.Generator().manual_seed(20_000 + seed)
-    bf16_roll = Precision(weight="bf16", act="bf16")
+    bf16_roll = Precision(weight=BASELINE, act=BASELINE)
     curve = {"step": [], "acc": [], "acc_bf16": []}
     history = {"reward": [], "abs_log_ratio": [], "kl": [], "clip_frac": [], "tis_trunc": []}
 
@@ -449,7 +453,7 @@ def plot_curves(results, path):
     fig, axes = plt.subplots(2, len(families), figsize=(6 * len(families), 8.5), sharey="row",
                              squeeze=False)
     base = results["summary"][0]["config"]
-    colors = {"bf16": "tab:gray", "W4A16": "tab:blue", "W16A4": "tab:orange",
+    colors = {BASELINE: "tab:gray", "W4A16": "tab:blue", "W16A4": "tab:orange",
               "W4A4": "tab:red", "+dense": "tab:green", "+2:4": "tab:purple",
               "+channel50": "tab:brown", "+block32x64": "tab:olive"}
 
@@ -467,9 +471,9 @@ def plot_curves(results, path):
         for name in names:
             train, rollout = name.split("/")
             kind = next((k for k in colors if k.startswith("+") and rollout.endswith(k)), None)
-            kind = kind or ("bf16" if rollout == "bf16" else rollout.split("-")[-1])
+            kind = kind or (BASELINE if rollout == BASELINE else rollout.split("-")[-1])
             style = {"color": colors.get(kind, "black"), "label": name,
-                     "linestyle": "--" if train == "bf16" else "-"}
+                     "linestyle": "--" if train == BASELINE else "-"}
             if name == base:
                 style.update(color="black", linewidth=2.5)
             rs = [r for r in runs if r["config"] == name]

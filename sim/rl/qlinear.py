@@ -39,7 +39,13 @@ from .torch_quant import FORMATS, RESQ_MODES, quantize_tensor, resq_parts, to_nu
 __all__ = [
     "Precision", "QuantLinear", "convert_linears", "set_mode", "set_collect_stats",
     "reset_stats", "gather_stats", "default_layer_type", "GEMMS", "set_gemm", "default_gemm",
+    "RESQ_EXTRA",
 ]
+
+#: Rollout-ResQ sparsifiers the experiments (:mod:`sim.rl.grpo`, :mod:`sim.rl.smollm2`) run
+#: for some formats only, by format: the tensor-wide channel50 and block32x64 sparsifiers
+#: of spec section 6, run with HiF4 (every other mode runs with every format).
+RESQ_EXTRA = {"hif4": ("channel50", "block32x64")}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -52,8 +52,8 @@ import torch
 
 from hif4spec import RESQ_MODES
 
-from .qlinear import (Precision, QuantLinear, convert_linears, gather_stats, reset_stats,
-                      set_collect_stats, set_mode)
+from .qlinear import (RESQ_EXTRA, Precision, QuantLinear, convert_linears, gather_stats,
+                      reset_stats, set_collect_stats, set_mode)
 
 __all__ = ["GGUF_FILE", "EVAL_MODULES", "PROMPT_OBJECTS", "LAYER_TYPES", "INPUT_GROUPS",
            "MODES", "gguf_path", "load_smollm2", "eval_tokens", "prompt_tokens",
@@ -158,16 +158,17 @@ def make_configs(formats=("hif4", "mxfp4", "nvfp4"), modes=MODES,
                  references=("bf16",)):
     """[(format, mode, resq, Precision)], references first (as W16A16 in their format).
 
-    channel50 and block32x64 are HiF4's sparsifiers (spec section 6) and are kept for HiF4
-    only, as in ``hif4 rl``.
+    A sparsifier of :data:`sim.rl.qlinear.RESQ_EXTRA` runs only with the formats it names
+    there (channel50 and block32x64 with HiF4), as in ``hif4 rl``.
     """
+    extra = {m for modes in RESQ_EXTRA.values() for m in modes}
     out = [(ref, "W16A16", None, Precision(weight=ref, act=ref)) for ref in references]
     for fmt in formats:
         for mode in modes:
             if mode not in MODES:
                 raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
             for resq in resq_modes:
-                if resq in ("channel50", "block32x64") and fmt != "hif4":
+                if resq in extra and resq not in RESQ_EXTRA.get(fmt, ()):
                     continue
                 weight = fmt if mode == "W4A4" else None
                 out.append((fmt, mode, resq, Precision(weight=weight, act=fmt, resq=resq)))

@@ -46,7 +46,9 @@ the CPU only when a cheap reduction finds one (``torch.where`` is slow there), o
 devices always (a check would wait for the device).
 """
 
+import dataclasses
 import math
+from typing import Callable
 
 import numpy as np
 import torch
@@ -56,14 +58,14 @@ from hif4spec.formats import (ELEMENT_TYPES, HIF4_BF16_ONE_SEVENTH, HIF4_MICROGR
                               HIF4_SUBGROUP_ELEMS, HIF8_OVERFLOW, NVFP4_TENSOR_SCALE_DIVISOR)
 from hif4spec.formats import FORMATS as _SPECS
 from hif4spec.formats import RESQ_MODES
+from sim.formats.registry import golden
 
 __all__ = [
     "FORMATS", "RESQ_MODES", "CHUNK_ELEMS", "to_numpy", "from_numpy", "fake_quantize",
     "resq_corrected", "resq_parts", "quantize_tensor", "fake_quantize_np", "resq_np",
+    "TorchQuantizer", "register",
 ]
 
-#: Formats the quantizers accept (the golden model's names).
-FORMATS = ("hif4", "mxfp4", "nvfp4", "hif8", "bf16")
 #: Rollout-ResQ sparsifiers (spec section 6).
 #: Elements per chunk of the block quantizers, by device type (others: the "cuda" entry).
 #: Chunks hold whole blocks; the results do not depend on the chunk size.
@@ -72,7 +74,6 @@ CHUNK_ELEMS = {"cpu": 1 << 16, "cuda": 1 << 24}
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _INT_VIEW = {torch.float16: torch.int16, torch.bfloat16: torch.int16,
              torch.float32: torch.int32, torch.float64: torch.int64}
-_OPTIONS = {f: _SPECS[f].options for f in FORMATS}
 
 _F64 = torch.float64
 _F64_EXP_MASK = 0x7FF0000000000000
@@ -99,9 +100,9 @@ def _check(x, fmt, resq_mode=None):
 
 def _check_options(fmt, options):
     """The golden model's option check; returns NVFP4's tensor_scale flag (True default)."""
-    unknown = sorted(set(options) - set(_OPTIONS[fmt]))
+    unknown = sorted(set(options) - set(_SPECS[fmt].options))
     if unknown:
-        names = ", ".join(_OPTIONS[fmt]) or "none"
+        names = ", ".join(_SPECS[fmt].options) or "none"
         raise ValueError(f"Unknown option(s) {', '.join(unknown)} for format {fmt!r} "
                          f"(accepted: {names})")
     return bool(options.get("tensor_scale", True))
@@ -359,12 +360,6 @@ def _tensor_scale(x, enabled):
     return torch.where(amax == 0, 1.0, t)
 
 
-_GROUP_FNS = {"hif4": _hif4_groups, "mxfp4": _mxfp4_groups, "nvfp4": _nvfp4_groups}
-#: Formats whose dequantized values are all float32 values (6 significant bits at most,
-#: inside float32's range); NVFP4's e * s * T can carry 30.
-_EXACT32 = {"hif4": True, "mxfp4": True, "nvfp4": False, "hif8": True, "bf16": True}
-
-
 # ------------------------------------------------------------------------------------------
 # Element-wise formats: float64 -> float64 values (NaN entries unspecified)
 
@@ -393,7 +388,68 @@ def _bf16_values(x, wide):
     return torch.copysign(_bf16(x.abs()), x + 0.0)
 
 
-_ELEMENT_FNS = {"hif8": _hif8_values, "bf16": _bf16_values}
+def _bf16_narrow(x):
+    """BF16 values, as float32, of a float16, bfloat16 or float32 ``x``: float32 holds the
+    value exactly, and torch's float32 -> bfloat16 conversion is RNE (the golden model's bit
+    rounding), then exact back to float32."""
+    return (x.to(torch.float32) + 0.0).to(torch.bfloat16).to(torch.float32)
+
+
+def _bf16_nan_bits(xb, dtype):
+    """BF16's NaN outputs: of bfloat16 the input's sign with 0x7FC0, of float16 and float32
+    the canonical NaN; of float64 the default (the input quieted)."""
+    if dtype == torch.bfloat16:
+        return (xb & (-1 << 15)) | (_nan_bits(dtype) & 0x7FFF)        # sign | 0x7FC0
+    if dtype != _F64:
+        return torch.full_like(xb, _nan_bits(dtype))                   # canonical
+    return None
+
+
+# ------------------------------------------------------------------------------------------
+# One quantizer per format
+
+
+@dataclasses.dataclass(frozen=True)
+class TorchQuantizer:
+    """The torch quantizer of one format of :data:`sim.formats.registry` (see :func:`register`).
+
+    ``values``: for a block format ``(groups, *t) -> (values, bad)``, groups (G, block) of
+    float64 (-0.0 already +0.0) and ``t`` the tensor scale (a 0-d float64 tensor) where the
+    format has one, giving exact float64 values and the NaN blocks (G,) bool; for an
+    element-wise format ``(x, wide) -> values``, float64 (NaN entries unspecified; ``wide``:
+    ``x`` may hold values that are not float32). ``exact32``: every dequantized value is a
+    float32 value (6 significant bits at most, inside float32's range; NVFP4's e * s * T can
+    carry 30). Element-wise formats only: ``narrow(x)``, the float32 values of a float16,
+    bfloat16 or float32 ``x``, used instead of ``values`` for such inputs; ``nan_bits(bits,
+    dtype)``, the integer bits of the outputs of NaN inputs, or None for the default (the
+    canonical NaN for bfloat16, the input quieted otherwise).
+    """
+
+    values: Callable
+    exact32: bool
+    narrow: Callable | None = None
+    nan_bits: Callable | None = None
+
+
+_QUANTIZERS = {}
+
+
+def register(fmt, values, exact32, narrow=None, nan_bits=None):
+    """Register the torch quantizer of format ``fmt`` (a name of the golden model's
+    registry; see :class:`TorchQuantizer`) and add it to :data:`FORMATS`."""
+    global FORMATS
+    golden(fmt)                                     # ValueError for an unknown format
+    _QUANTIZERS[fmt] = TorchQuantizer(values, exact32, narrow, nan_bits)
+    FORMATS = tuple(_QUANTIZERS)
+
+
+register("hif4", _hif4_groups, exact32=True)
+register("mxfp4", _mxfp4_groups, exact32=True)
+register("nvfp4", _nvfp4_groups, exact32=False)
+register("hif8", _hif8_values, exact32=True)
+register("bf16", _bf16_values, exact32=True, narrow=_bf16_narrow, nan_bits=_bf16_nan_bits)
+#: Formats the quantizers accept (the golden model's names), in registration order.
+FORMATS = tuple(_QUANTIZERS)
 
 
 def _chunk_rows(x, width):
@@ -407,23 +463,21 @@ def _quantized(x, fmt, axis, tensor_scale, dtype):
     ``dtype`` for NaN blocks; unspecified bits for NaN inputs of the element formats."""
     if x.numel() == 0:
         return torch.empty(x.shape, dtype=dtype, device=x.device)
-    if fmt in _ELEMENT_FNS:
+    q = _QUANTIZERS[fmt]
+    if golden(fmt).elementwise:
         flat = x.reshape(-1)
         out = torch.empty(flat.shape, dtype=dtype, device=x.device)
         step = _chunk_rows(x, 1)
         for lo in range(0, flat.numel(), step):
             src = flat[lo:lo + step]
-            if fmt == "bf16" and x.dtype != _F64:
-                # float32 holds the value exactly; torch's float32 -> bfloat16 conversion
-                # is RNE (the golden model's bit rounding), then exact back to float32
-                v = (src.to(torch.float32) + 0.0).to(torch.bfloat16).to(torch.float32)
-                out[lo:lo + step] = v.to(dtype)
+            if q.narrow is not None and x.dtype != _F64:
+                out[lo:lo + step] = q.narrow(src).to(dtype)
                 continue
-            v = _ELEMENT_FNS[fmt](src.to(_F64), x.dtype == _F64)
-            out[lo:lo + step] = _to_dtype(v, dtype, _EXACT32[fmt])
+            v = q.values(src.to(_F64), x.dtype == _F64)
+            out[lo:lo + step] = _to_dtype(v, dtype, q.exact32)
         return out.view(x.shape)
     block = _SPECS[fmt].block
-    args = (_tensor_scale(x, tensor_scale),) if "tensor_scale" in _OPTIONS[fmt] else ()
+    args = (_tensor_scale(x, tensor_scale),) if golden(fmt).has_tensor_scale else ()
     xm = x.movedim(axis, -1)
     n = xm.shape[-1]
     nb = -(-n // block)
@@ -434,8 +488,8 @@ def _quantized(x, fmt, axis, tensor_scale, dtype):
     step = _chunk_rows(x, block)
     for lo in range(0, xg.shape[0], step):
         chunk = (xg[lo:lo + step].to(_F64) + 0.0).contiguous()           # -0.0 -> +0.0
-        v, bad = _GROUP_FNS[fmt](chunk, *args)
-        out[lo:lo + step] = _patch(_to_dtype(v, dtype, _EXACT32[fmt]), bad, _NAN)
+        v, bad = q.values(chunk, *args)
+        out[lo:lo + step] = _patch(_to_dtype(v, dtype, q.exact32), bad, _NAN)
     out = out.view(xm.shape)[..., :n]
     return out.movedim(-1, axis)
 
@@ -443,16 +497,16 @@ def _quantized(x, fmt, axis, tensor_scale, dtype):
 def _fake(x, fmt, axis, tensor_scale):
     """The golden model's ``fake_quantize`` in torch (no autograd)."""
     y = _quantized(x, fmt, axis, tensor_scale, x.dtype).contiguous()
-    if fmt not in _ELEMENT_FNS or not _maybe(torch.isnan(x.sum())):
+    if not golden(fmt).elementwise or not _maybe(torch.isnan(x.sum())):
         return y
     # NaN inputs of the element-wise formats: the golden model passes some of them through.
     dtype, iview = x.dtype, _INT_VIEW[x.dtype]
     xb, nan = x.view(iview), torch.isnan(x)
-    if dtype == torch.bfloat16 and fmt == "bf16":
-        keep = (xb & (-1 << 15)) | (_nan_bits(dtype) & 0x7FFF)        # sign | 0x7FC0
-    elif (dtype == torch.bfloat16) or (fmt == "bf16" and dtype != _F64):
+    nan_bits = _QUANTIZERS[fmt].nan_bits
+    keep = None if nan_bits is None else nan_bits(xb, dtype)
+    if keep is None and dtype == torch.bfloat16:
         keep = torch.full_like(xb, _nan_bits(dtype))                   # canonical
-    else:
+    elif keep is None:
         keep = xb | _quiet_bit(dtype)                                  # quieted input
     return torch.where(nan, keep, y.view(iview)).view(dtype)
 
@@ -536,7 +590,7 @@ def _resq(x, fmt, mode, axis, tensor_scale):
     r = _quantized(dx, fmt, axis, tensor_scale, _F64)
     if mode != "dense":
         keep = _keep_mask(r, mode, axis)
-        if fmt not in _ELEMENT_FNS and _maybe(torch.isnan(r.sum())):
+        if not golden(fmt).elementwise and _maybe(torch.isnan(r.sum())):
             keep = keep | torch.isnan(r)        # a NaN block decodes NaN whatever its codes
         # a dropped code decodes +0: clear all the bits of the dropped values
         r = (r.view(torch.int64) & -keep.to(torch.int64)).view(_F64)
@@ -551,7 +605,7 @@ def _resq(x, fmt, mode, axis, tensor_scale):
         clash = nan & ~torch.isnan(main) & ~torch.isnan(r) & (x.dtype != torch.bfloat16)
         bits = torch.where(clash, _nan_bits(x.dtype, negative=True), _nan_bits(x.dtype))
         out = torch.where(nan, bits.to(iview), out.view(iview)).view(x.dtype)
-    return out.contiguous(), _patch_nan(_to_dtype(main, x.dtype, _EXACT32[fmt]),
+    return out.contiguous(), _patch_nan(_to_dtype(main, x.dtype, _QUANTIZERS[fmt].exact32),
                                         main).contiguous()
 
 

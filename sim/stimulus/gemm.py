@@ -10,6 +10,7 @@ K-loops of row pairs together in the stream form of :mod:`sim.stimulus.streams`.
 import numpy as np
 
 from hif4spec import operand_layout, residual_layout, unit_spec
+from sim.formats.registry import golden
 
 __all__ = ["operand_steps", "residual_steps", "pair_stream"]
 
@@ -29,18 +30,14 @@ def operand_steps(qt, unit, ksteps):
 def residual_steps(r, unit, residual, a, ksteps):
     """A's residual ``r`` (a QuantizedTensor, or an object with ``.residual`` such as the
     result of :func:`sim.formats.resq.resq`) -> its step fields in ``unit``'s ``residual``
-    layout (the packed 2:4 fields for ``"2:4"``), rows and ksteps as :func:`operand_steps`
-    of ``a``."""
+    layout (for ``"2:4"``, the fields its format's ``pack_residual`` packs), rows and ksteps
+    as :func:`operand_steps` of ``a``."""
     qt = r.residual if hasattr(r, "residual") else r
     fmt = unit_spec(unit).fmt
     if residual == "dense":
         fields = qt.fields
-    elif fmt == "hif4":
-        from sim.formats.resq import pack_24
-        fields = pack_24(qt)
     else:
-        from sim.formats.resq_mxfp4 import pack_24_mxfp4
-        fields = pack_24_mxfp4(qt)
+        fields = golden(fmt).need("pack_residual")(qt)
     return _steps(fields, residual_layout(fmt, residual), a.shape[0], ksteps)
 
 
