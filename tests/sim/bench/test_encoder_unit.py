@@ -15,17 +15,29 @@
 import numpy as np
 import pytest
 
-from hif4spec import (DEFAULTS, LANES, REFERENCE_ACCUM, STAGES, accums_of, all_configs,
-                      default_accum, module_name, output_fields, parse_module_name,
-                      payload_fields, resolve, standard_set, unit_spec, units_of_kind)
+from hif4spec import (DEFAULTS, LANES, REFERENCE_ACCUM, STAGES, UNITS, accums_of,
+                      all_configs, default_accum, module_name, output_fields,
+                      parse_module_name, payload_fields, resolve, standard_set, unit_spec,
+                      units_of_kind)
 
-ENCODERS = ("hif4_quant", "mxfp4_quant", "nvfp4_quant")
+#: The registered encoders (the built-in ones and any unit registered before collection).
+ENCODERS = tuple(u.name for u in units_of_kind("encoder"))
+BUILT_IN = {"hif4": "hif4_quant", "mxfp4": "mxfp4_quant", "nvfp4": "nvfp4_quant"}
+
+
+def _dot_of(fmt):
+    """The first registered dot unit of format ``fmt``."""
+    return next(u.name for u in units_of_kind("dot") if u.fmt == fmt)
 
 
 def test_registry_kinds_and_names():
-    assert [u.name for u in units_of_kind("encoder")] == list(ENCODERS)
-    assert [u.name for u in units_of_kind("dot")] == ["hif4", "mxfp4", "nvfp4"]
-    assert {unit_spec(u).fmt for u in ENCODERS} == {"hif4", "mxfp4", "nvfp4"}
+    dots = [u.name for u in units_of_kind("dot")]
+    assert set(BUILT_IN) <= set(dots) and set(BUILT_IN.values()) <= set(ENCODERS)
+    assert all(unit_spec(e).fmt == fmt for fmt, e in BUILT_IN.items())
+    assert sorted(dots + list(ENCODERS)) == sorted(UNITS)
+    for e in ENCODERS:          # an encoder feeds a dot unit of its format, in its modes
+        spec = unit_spec(e)
+        assert set(spec.residuals) <= set(unit_spec(_dot_of(spec.fmt)).residuals)
     assert module_name("hif4_quant", "2:4", 3, 64) == "hif4_quant_r24_s3_l64"
     assert module_name("hif4", "2:4", 3, 64, "window") == "hif4_dot_r24_s3_l64"
     assert module_name("hif4", "2:4", 3, 64, "bounded") == "hif4_dot_r24_s3_l64_bnd"
@@ -37,11 +49,17 @@ def test_registry_kinds_and_names():
         for accum in accums_of(cfg[0], cfg[1]) or (None,):
             assert parse_module_name(module_name(*cfg, accum)) == (*cfg, accum)
     assert parse_module_name("hif4_dot_r24_s3_l64_window") is None
-    assert len(all_configs("encoder")) == 7 * len(STAGES) * len(LANES)
+    encoders = units_of_kind("encoder")
+    assert len(all_configs("encoder")) == (sum(len(u.residuals) for u in encoders)
+                                           * len(STAGES) * len(LANES))
     std = [(u, p["residual"]) for u, p in standard_set()]
-    assert len(std) == 15
-    assert std[10:] == [("hif4_quant", "none"), ("hif4_quant", "2:4"), ("mxfp4_quant", "none"),
-                       ("mxfp4_quant", "2:4"), ("nvfp4_quant", "none")]
+    assert [x for x in std if x[0] in ENCODERS] == [(u.name, r) for u in encoders
+                                                    for r in u.standard]
+    assert [x for x in std if x[0] in BUILT_IN.values()] == [
+        ("hif4_quant", "none"), ("hif4_quant", "2:4"), ("mxfp4_quant", "none"),
+        ("mxfp4_quant", "2:4"), ("nvfp4_quant", "none")]
+    names = [module_name(u, **p) for u, p in standard_set()]
+    assert len(names) == len(set(names))
     with pytest.raises(ValueError, match="kind"):
         units_of_kind("decoder")
 
@@ -79,7 +97,7 @@ def test_payload_and_output_fields():
     for u in ENCODERS:
         fmt = unit_spec(u).fmt
         for r in unit_spec(u).residuals:
-            dot = dict(payload_fields(fmt, r))
+            dot = dict(payload_fields(_dot_of(fmt), r))
             assert dict(output_fields(u, r)) == {"q": dot["a"], **({"r": dot["r"]}
                                                                    if "r" in dot else {})}
     with pytest.raises(ValueError, match="Lane count"):

@@ -7,35 +7,34 @@ import shutil
 
 import pytest
 
-from hif4spec import module_name
+from hif4spec import UNITS, accums_of, default_accum, module_name, standard_set, unit_spec
 from sim.cli import main
 from sim.cost.estimate import RTL_DIR, find_manifests, select_manifest
 
-# The committed standard set (rtl_out/, `hif4 generate --all`): the dot units, then the
-# encoders.
-DOT = [("hif4", "none"), ("hif4", "2:4"), ("mxfp4", "none"), ("mxfp4", "2:4"),
-       ("nvfp4", "none")]
-STANDARD = DOT + [(f"{u}_quant", r) for u, r in DOT]
+# The committed standard set (rtl_out/, `hif4 generate --all`): every registered unit in each
+# of its standard residual modes, in registry order; DOT: those of the dot units.
+STANDARD = [(u.name, r) for u in UNITS.values() for r in u.standard]
+DOT = [(u, r) for u, r in STANDARD if unit_spec(u).kind == "dot"]
+DOT_UNITS = ", ".join(u.name for u in UNITS.values() if u.kind == "dot")
 
 
 def test_rtl_out_holds_the_standard_set():
     found = find_manifests()
     assert sorted(m["module"] for _, m in found) == sorted(
-        [f"{u}{'' if u.endswith('_quant') else '_dot'}_{'rnone' if r == 'none' else 'r24'}"
-         "_s3_l64" for u, r in STANDARD]
-        + ["hif4_dot_rnone_s3_l64_bnd", "hif4_dot_r24_s3_l64_bnd", "mxfp4_dot_rnone_s3_l64_bnd",
-           "mxfp4_dot_r24_s3_l64_bnd", "nvfp4_dot_rnone_s3_l64_bnd"])
-    bounded = (("hif4", "none"), ("hif4", "2:4"), ("mxfp4", "none"), ("mxfp4", "2:4"),
-               ("nvfp4", "none"))
+        module_name(u, **p) for u, p in standard_set())
+    assert {"hif4_dot_rnone_s3_l64_bnd", "mxfp4_dot_r24_s3_l64", "nvfp4_quant_rnone_s3_l64"} \
+        <= {m["module"] for _, m in found}
     for u, r in STANDARD:
-        # not asked for, a dot unit's back end is bounded (every pair has it)
+        # not asked for, a dot unit's back end is its default one (bounded where it has it)
         picked = select_manifest(found, u, r)[1]
-        assert picked["parameters"].get("accum") == (
-            None if u.endswith("_quant") else "bounded" if (u, r) in bounded else "window")
-        if not u.endswith("_quant"):
-            window = select_manifest(found, u, r, accum="window")[1]
-            assert window["module"] == picked["module"].removesuffix("_bnd")
-        if (u, r) in bounded:
+        assert picked["parameters"].get("accum") == default_accum(u, r)
+        if unit_spec(u).kind != "dot":
+            assert default_accum(u, r) is None
+            continue
+        assert default_accum(u, r) == ("bounded" if "bounded" in accums_of(u, r) else "window")
+        window = select_manifest(found, u, r, accum="window")[1]
+        assert window["module"] == module_name(u, r, 3, 64, "window")
+        if "bounded" in accums_of(u, r):
             assert select_manifest(found, u, r, accum="bounded")[1]["module"].endswith("_bnd")
 
 
@@ -44,13 +43,16 @@ def test_estimate_json(capsys):
     assert rc == 0
     rows = json.loads(capsys.readouterr().out)
     assert [(r["unit"], r["residual"]) for r in rows] == STANDARD
-    for r in rows[len(DOT):]:
-        assert r["kind"] == "encoder"
+    assert [r["kind"] for r in rows] == [unit_spec(r["unit"]).kind for r in rows]
+    for r in rows:
+        if r["kind"] != "encoder":
+            continue
         for key in ("area_model_nand2", "area_synth_nand2", "elements_per_cycle",
                     "area_per_element_nand2", "area_per_element_vs_mxfp4", "latency"):
             assert key in r
         assert r["elements_per_cycle"] == 64 / r["ii"] and r["area_model_nand2"] > 0
-    rows = rows[:len(DOT)]
+    rows = [r for r in rows if r["kind"] == "dot"]
+    assert [(r["unit"], r["residual"]) for r in rows] == DOT
     for r in rows:
         assert r["kind"] == "dot"
         for key in ("unit", "residual", "macs_per_cycle", "area_model_nand2",
@@ -129,9 +131,9 @@ def test_estimate_synth_failure_is_one_line(tmp_path, monkeypatch, capsys):
     (["simulate", "--unit", "hif4", "--residual", "3:4", "--gemm", "4x64x4"],
      "Residual mode of hif4 must be one of none, 2:4, dense, not '3:4'"),
     (["simulate", "--unit", "fp8", "--gemm", "4x64x4"],
-     "Unit must be one of hif4, mxfp4, nvfp4, not 'fp8'"),
+     f"Unit must be one of {DOT_UNITS}, not 'fp8'"),
     (["simulate", "--unit", "hif4_quant", "--gemm", "4x64x4"],
-     "Unit must be one of the dot-product units hif4, mxfp4, nvfp4, not 'hif4_quant'"),
+     f"Unit must be one of the dot-product units {DOT_UNITS}, not 'hif4_quant'"),
     (["simulate", "--manifest", "rtl_out/hif4_quant_rnone_s3_l64.json", "--gemm", "4x64x4"],
      "Unit must be one of the dot-product units"),
     (["simulate", "--unit", "hif4", "--lanes", "8", "--gemm", "4x64x4"],

@@ -125,15 +125,17 @@ def test_synthesis_table_covers_every_configuration():
     take Yosys from half an hour to nearly three hours each here (docs/results.md, "The area model");
     ``python benchmarks/fit_area_model.py --units --accum window --timeout 0 --backend native
     --checkpoint`` redoes them across sessions if the generators change."""
-    from hif4spec import unit_spec
+    from hif4spec import unit_spec, units_of_kind
     from hwgen.units import all_configs
 
     tab = table.load_table()
-    assert len(all_configs("dot")) == 84
+    grid = set(all_configs("dot"))
+    assert {u for u, *_ in grid} == {u.name for u in units_of_kind("dot")}
     assert table.missing_configs(tab, "window") == []
     modules = [entry["manifest"]["module"] for entry in tab.values()
-               if table._config_of(entry["manifest"], "window") in set(all_configs("dot"))]
-    assert len(modules) == len(set(modules)) == 84, "stale entries of a regenerated module"
+               if table._config_of(entry["manifest"], "window") in grid]
+    assert len(modules) == len(set(modules)) == len(grid), \
+        "stale entries of a regenerated module"
     others = [entry["manifest"]["module"] for entry in tab.values()
               if unit_spec(entry["manifest"]["unit"]).kind == "dot"
               and table._config_of(entry["manifest"], "window") is None]   # other back ends
@@ -141,12 +143,18 @@ def test_synthesis_table_covers_every_configuration():
 
 
 def test_bounded_grid_is_complete():
-    """The bounded back end's grid (84 configurations, ``--units --accum bounded``) is in
-    the table, every configuration of it."""
+    """The bounded back end's grid (``--units --accum bounded``: every configuration of every
+    dot unit with that back end, each residual mode) is in the table, every configuration
+    of it."""
+    from hif4spec import accums_of, all_configs, residuals_of, units_of_kind
+
     tab = table.load_table()
     grid = table.sweep_configs("bounded")
-    assert len(grid) == 84 and {r for u, r, *_ in grid if u == "mxfp4"} == {"none", "2:4",
-                                                                              "dense"}
+    assert len(grid) == len(set(grid)) > 0
+    assert set(grid) == {c for c in all_configs("dot") if "bounded" in accums_of(*c[:2])}
+    for u in units_of_kind("dot"):
+        if "bounded" in u.accums:
+            assert {r for n, r, *_ in grid if n == u.name} == set(residuals_of(u.name))
     assert table.missing_configs(tab, "bounded") == []
 
 
@@ -176,27 +184,31 @@ def test_results_doc_quotes_the_grid_summary():
     """docs/results.md's per-unit tables of the two grids say what ``grid_summary`` says
     of the checked-in table: how many configurations are synthesized, the worst error and
     where (a unit landed without its row updated once left "10 of 12" there)."""
+    from hif4spec import FORMATS, accums_of, unit_spec, units_of_kind
+
     root = Path(__file__).parents[3]
     doc = (root / "docs" / "results.md").read_text()
-    names = {"hif4": "HiF4", "mxfp4": "MXFP4", "nvfp4": "NVFP4"}
     summary = table.grid_summary()
+    assert {(u, a, r) for u, a, r, *_ in summary} == {
+        (u.name, a, r) for u in units_of_kind("dot") for r in u.residuals
+        for a in ("window", "bounded") if a in accums_of(u.name, r)}
     rows = 0
     for unit, accum, residual, have, total, worst in summary:
-        label = names[unit] + ("" if accum == "window" else f", {accum}")
+        label = FORMATS[unit_spec(unit).fmt].title + ("" if accum == "window" else f", {accum}")
         cells = [label, residual, f"{have} of {total}"]
         if worst is not None:
             cells += [f"{worst[4]:+.1%}", worst[0]]
         line = "| " + " | ".join(cells) + " |"
         assert line in doc.splitlines(), f"docs/results.md lacks {line}"
         rows += 1
-    assert rows == 14
+    assert rows == len(summary)
 
 
 def test_synthesis_table_holds_the_checked_in_verilog():
-    from hif4spec import standard_set
+    from hif4spec import module_name, standard_set
 
     rtl = sorted((Path(__file__).parents[3] / "rtl_out").glob("*.v"))
-    assert len(rtl) == len(standard_set()) == 15    # 5 dot units, 5 bounded, 5 encoders
+    assert sorted(p.stem for p in rtl) == sorted(module_name(u, **p) for u, p in standard_set())
     for path in rtl:
         assert table.lookup(path.read_text()) is not None, path.name
 
