@@ -18,8 +18,8 @@ Usage::
                                                     # block calibration (and refit its
                                                     # single-stage factors), keep the rest
 
-1. Every primitive of :data:`hwgen.primitives.DEFAULT_GRID` is synthesized with the issue-5
-   flow (cached under ``build/synth``) and one linear formula per family
+1. Every primitive of :data:`hwgen.primitives.DEFAULT_GRID` is synthesized with the fixed flow
+   (:data:`sim.cost.synth.FLOW`, cached under ``build/synth``) and one linear formula per family
    (:data:`sim.area_model.FEATURES`) is fitted by least squares on the NAND2 equivalents.
 2. With ``--units`` every generated configuration (:func:`sim.cost.table.sweep_configs`: the
    full grid unit x residual x 1..4 stages x 16/32/64 lanes) is generated into

@@ -2,8 +2,9 @@
 
 A single-stage unit (``stages=1``) feeds each term's significand to its alignment shifter
 straight from the front end's adder trees, in the same clock cycle; with two or more stages
-a pipeline register sits in between. This script synthesizes, with the issue-5 flow, two
-terms that are each a sum of ``n`` operands shifted into a ``W``-bit window and added:
+a pipeline register sits in between. This script synthesizes, with the fixed flow of
+:data:`sim.cost.synth.FLOW`, two terms that are each a sum of ``n`` operands shifted into a
+``W``-bit window and added:
 
 * ``comb``: tree -> shift -> window add -> register (the shifters' data arrives late);
 * ``reg``:  tree -> register -> shift -> window add -> register.

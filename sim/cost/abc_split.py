@@ -1,9 +1,10 @@
 """Run one ABC job of Yosys' ``abc`` pass as two ABC processes, keeping the network after
 SAT sweeping (``&fraig -x``) on disk in between.
 
-Yosys runs every ``abc`` job as ``yosys-abc -s -f DIR/abc.script``. For the gate-library
-flows of issue 5 the script is ``read_blif; read_library; strash; &get -n; &fraig -x; &put;
-scorr; dc2; dretime; strash; &get -n; &dch -f; &nf; &put; write_blif``, and for the largest
+Yosys runs every ``abc`` job as ``yosys-abc -s -f DIR/abc.script``. For a gate-library
+flow such as :data:`sim.cost.synth.FLOW` (``abc -g cmos2``) the script is ``read_blif;
+read_library; strash; &get -n; &fraig -x; &put; scorr; dc2; dretime; strash; &get -n;
+&dch -f; &nf; &put; write_blif``, and for the largest
 single-stage units ``&fraig -x`` alone runs for hours. With this program standing in for
 ``yosys-abc`` (``scratchpad -set abc.exe``, see :func:`wrapper`), the script up to and
 including ``&fraig -x`` runs first and writes its AIG (``&w``) under a key made of the

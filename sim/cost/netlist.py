@@ -18,7 +18,7 @@ accumulator aligner) in :data:`~sim.cost.synth.FLOW`. With every flip-flop a pla
 ``$_DFF_P_`` (enables and resets as gates) there is one domain and one ABC job, so the
 netlist is loop-free; ``scc`` checks it, and :func:`export_netlist` refuses a netlist with a
 loop. The netlists' areas differ from the synthesis table's by ABC's choices only (within
-2% on the standard set, ``docs/energy.md``); the table keeps the flow of issue 5.
+2% on the standard set, ``docs/energy.md``); the table keeps :data:`~sim.cost.synth.FLOW`.
 
 ``rename -enumerate`` gives every private net (``$abc$...``, which ``write_verilog`` would
 write as ``_123_``) a public name ``n<k>``: Verilator's toggle coverage skips signals whose

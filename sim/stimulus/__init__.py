@@ -12,10 +12,12 @@ cycle-model checks, built on the step layouts and unit registry of ``hif4spec``.
   (row of A, row of W) pairs as one stream;
 - :mod:`sim.stimulus.minilm`: the pretrained all-MiniLM-L6-v2 encoder, its sentences and
   the inputs and weights of its Linear layers (torch and transformers, imported when used);
+- :mod:`sim.stimulus.encoder`: BF16 groups for the encoder units, their input beats, named
+  and random group sets, and the golden outputs (quantized fields and residual);
 - :mod:`sim.stimulus.payload`: unit payload words (manifest offsets, else
   ``hif4spec.payload_fields``) and the golden words a unit emits (``sim.dot.run_steps``);
 - :mod:`sim.stimulus.accum`: random and adversarial steps of the exact accumulator back ends
-  (an accumulator word and one or two exact terms) and their golden words.
+  (an accumulator word and one to four exact terms) and their golden words.
 """
 
 from .cases import edge_cases, element_pair_stream, named_cases, scale_pair_stream

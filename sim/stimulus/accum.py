@@ -1,12 +1,12 @@
 """Accumulation steps for the exact back ends: random and adversarial ``(acc, step)`` pairs.
 
-A step is one accumulator word and one or two exact terms ``sig * 2**(exp - bias)``; both
+A step is one accumulator word and one to four exact terms ``sig * 2**(exp - bias)``; both
 back ends (:class:`hwgen.accum.ExactAdd`, :class:`hwgen.accum_bounded.BoundedAdd`) turn it
 into ``RNE_FP32(acc + sum of terms)`` with spec section 7's special cases, and
 :meth:`AccumSteps.golden` gives that word from :func:`sim.dot.accumulate`. With two terms
 (HiF4's main and residual) the second term's exponent field is always within
-``max_exp_diff`` of the first's, as the front end guarantees; two independent terms
-(MXFP4's blocks, no ``max_exp_diff``) take any fields.
+``max_exp_diff`` of the first's, as the front end guarantees; independent terms (no
+``max_exp_diff``: MXFP4's two blocks, or its four with a residual) take any fields.
 
 :func:`accum_steps` draws the steps in NumPy (a million in seconds), each from one of the
 :data:`CLASSES`; a step whose class cannot be built for the drawn values (a term grid that

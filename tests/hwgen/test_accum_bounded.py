@@ -1,7 +1,7 @@
 """The bounded back end (:mod:`hwgen.accum_bounded`) against the golden model's
 accumulation (:func:`sim.dot.accumulate`), bit for bit, in the Amaranth simulator, on the
 steps of :func:`sim.stimulus.accum.accum_steps` (random steps across the whole exponent
-range and the adversarial ones of issue 15): one-term steps of the HiF4 and NVFP4 terms and
+range and the adversarial classes it lists): one-term steps of the HiF4 and NVFP4 terms and
 of two synthetic ones (a term narrower than the accumulator; one whose range reaches past
 both ends of FP32), HiF4's main and residual terms pre-added, and MXFP4's two independent
 block terms paired (with steps of their own around the pair window's edge)."""

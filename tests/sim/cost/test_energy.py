@@ -1,4 +1,4 @@
-"""Energy per MAC from switching activity (issue 16): the gate-level netlist export, the
+"""Energy per MAC from switching activity: the gate-level netlist export, the
 toggle counts of Verilator's coverage, and the sanity checks of the proxy.
 
 - a ripple-carry adder driven by uniform random operands: every net's toggle count equals

@@ -1,5 +1,5 @@
-"""Yosys synthesis runner: report parsing, the issue-5 flow on a small module, the cache, and
-(slow) a fresh synthesis of every unit in the checked-in table."""
+"""Yosys synthesis runner: report parsing, the fixed flow (``FLOW``) on a small module, the
+cache, and (slow) a fresh synthesis of every unit in the checked-in table."""
 
 import json
 import re
