@@ -557,16 +557,20 @@ def _scatter24(spec, val, pos):
     per = spec.kept * size // spec.positions            # kept elements per micro-group
     lead = val.shape[:-1]
     groups = spec.positions // size
-    v = val.reshape(lead + (groups, per))
-    p = (pos & (size - 1)).reshape(lead + (groups, per))
-    # One weighted count over flat (row, position) indices: the sums are of small integers,
-    # exact in float64 and in the float32 they are returned as.
-    rows = int(np.prod(lead, dtype=np.int64))
-    where = (np.arange(rows * groups, dtype=np.int64).reshape(lead + (groups, 1)) * size
-             + p.astype(np.int64))
-    dense = np.bincount(where.reshape(-1), weights=v.reshape(-1).astype(np.float64),
-                        minlength=rows * spec.positions)
-    return dense.astype(np.float32).reshape(lead + (spec.positions,))
+    v = val.astype(np.float32, copy=False).reshape(lead + (groups, per))
+    p = (pos & (size - 1)).astype(np.uint8).reshape(lead + (groups, per))
+    vk = [np.ascontiguousarray(v[..., k]) for k in range(per)]
+    pk = [np.ascontiguousarray(p[..., k]) for k in range(per)]
+    # Position j of a micro-group holds the sum of its kept values that land there: at most
+    # ``per`` small integers added to +0, exact in float32.
+    dense = np.empty(lead + (groups, size), dtype=np.float32)
+    zero = np.float32(0)
+    for j in range(size):
+        col = np.zeros(lead + (groups,), dtype=np.float32)
+        for k in range(per):
+            col += np.where(pk[k] == j, vk[k], zero)
+        dense[..., j] = col
+    return dense.reshape(lead + (spec.positions,))
 
 
 def _scale_parts(fmt, s):
@@ -581,6 +585,10 @@ def _dot_last(x, y):
     return np.einsum("...i,...i->...", x, y).astype(np.int64)
 
 
+#: Steps per pass of :func:`step_terms` (its arrays stay in the caches).
+_TERMS_BLOCK = 8192
+
+
 def step_terms(fmt, a, w, r=None, residual="none"):
     """Exact terms of every step: value = sum_t P[:, t] * 2**E[:, t].
 
@@ -593,6 +601,22 @@ def step_terms(fmt, a, w, r=None, residual="none"):
     _check_fmt(fmt, residual)
     if residual != "none" and r is None:
         raise ValueError(f"residual={residual!r} needs the residual fields r")
+    a = {k: np.asarray(v) for k, v in a.items()}
+    w = {k: np.asarray(v) for k, v in w.items()}
+    r = None if residual == "none" else {k: np.asarray(v) for k, v in r.items()}
+    S = len(a["scale"])
+    if S <= _TERMS_BLOCK:
+        return _step_terms(fmt, a, w, r, residual)
+
+    def part(f, i):
+        return None if f is None else {k: v[i:i + _TERMS_BLOCK] for k, v in f.items()}
+
+    parts = [_step_terms(fmt, part(a, i), part(w, i), part(r, i), residual)
+             for i in range(0, S, _TERMS_BLOCK)]
+    return tuple(np.concatenate(x) for x in zip(*parts))
+
+
+def _step_terms(fmt, a, w, r, residual):
     av, asc = _operand(step_layout(fmt), a)
     wv, wsc = _operand(step_layout(fmt), w)
     asig, aexp, anan = _scale_parts(fmt, asc)
@@ -601,12 +625,35 @@ def step_terms(fmt, a, w, r=None, residual="none"):
     E = [aexp + wexp]
     nan = (anan | wnan).any(axis=-1)
     if residual != "none":
-        rv, rsc = _operand(residual_layout(fmt, residual), r)
+        lay = residual_layout(fmt, residual)
+        if "pos" in lay.spec.fields:
+            rdot, rsc = _kept_dot(lay, r, wv)
+        else:
+            rv, rsc = _operand(lay, r)
+            rdot = _dot_last(rv, wv)
         rsig, rexp, rnan = _scale_parts(fmt, rsc)
-        P.append(_dot_last(rv, wv) * rsig * wsig)
+        P.append(rdot * rsig * wsig)
         E.append(rexp + wexp)
         nan = nan | rnan.any(axis=-1)
     return np.concatenate(P, -1), np.concatenate(E, -1), nan
+
+
+def _kept_dot(lay, f, wv):
+    """``(dots, scale codes)`` of packed 2:4 fields ``f`` of step layout ``lay`` against
+    the dense values ``wv`` (..., blocks, positions): the integer dot product (int64) of
+    each block, the kept values times the values at their positions (kept j of micro-group
+    g sits at ``g * size + pos_j``), the same sums as :func:`_scatter24` and a dot, without
+    the dense block."""
+    spec = lay.spec
+    v = golden(_fmt_of(spec)).decode_elements(f, spec)
+    size = 1 << spec.fields["pos"].width                # positions per micro-group
+    per = spec.kept * size // spec.positions            # kept elements per micro-group
+    idx = ((np.arange(spec.kept, dtype=np.intp) // per) * size
+           + (np.asarray(f["pos"]).astype(np.intp) & (size - 1)))
+    scale = np.asarray(f["scale"], dtype=np.int64)
+    if lay.blocks == 1:
+        v, idx, scale = v[..., None, :], idx[..., None, :], scale[..., None]
+    return _dot_last(v, np.take_along_axis(wv, idx, axis=-1)), scale
 
 
 def step_value(fmt, a, w, r=None, residual="none"):

@@ -71,8 +71,9 @@ def fake_quantize_groups(x, out, t):
 
 
 def quantize_groups(x, t):
-    """Quantize blocks ``x`` (G, 16) with tensor scale ``t`` (float); returns the fields."""
-    t = float(t)
+    """Quantize blocks ``x`` (G, 16) with tensor scale ``t`` (a float, or one per block:
+    (G,)); returns the fields."""
+    t = float(t) if np.ndim(t) == 0 else np.asarray(t, dtype=np.float64)
     if x.dtype not in (np.float32, np.float64):
         x = x.astype(np.float32)
     with np.errstate(invalid="ignore", over="ignore"):
