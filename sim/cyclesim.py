@@ -59,7 +59,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hif4spec import (FORMATS, RESIDUAL_MODES, STEP_ELEMS, UnitView, operand_layout,
-                      residual_layout)
+                      residual_layout, unit_spec)
 
 __all__ = [
     "UnitTiming", "Stimulus", "UnitRun", "GemmReport", "simulate_gemm", "step_bytes",
@@ -680,18 +680,15 @@ def _bit_true(unit, residual, m, k, n, a, w, r, seed):
     from sim import dot
     from sim.formats import quantize
 
+    from sim.stimulus.gemm import residual_of
+
+    fmt = unit_spec(unit).fmt
     rng = np.random.default_rng(seed)
     if a is None:
         x = rng.standard_normal((m, k)).astype(np.float32)
-        a = quantize(x, unit, axis=1)
+        a = quantize(x, fmt, axis=1)
         if residual != "none" and r is None:
-            r = _make_residual(x, unit, residual)
+            r = residual_of(x, unit, residual)
     if w is None:
-        w = quantize(rng.standard_normal((n, k)).astype(np.float32), unit, axis=1)
+        w = quantize(rng.standard_normal((n, k)).astype(np.float32), fmt, axis=1)
     return dot.gemm(a, w, r if residual != "none" else None)
-
-
-def _make_residual(x, unit, residual):
-    from sim.formats import resq as resq_mod
-
-    return resq_mod.resq(x, unit, residual, axis=1)

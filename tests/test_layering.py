@@ -262,14 +262,14 @@ def test_scanner_sees_lazy_imports():
 def test_layering_sees_the_forbidden_sibling_edges():
     """cost must not import hwgen, rl or verification; rl must not import sweep."""
     assert _against_layering({("sim.cost.energy", "sim.rl.minilm"),
-                              ("sim.cost.primitives", "hwgen.quant_hif4"),
+                              ("sim.cost.estimate", "hwgen.units"),
                               ("sim.cost.table", "sim.bench.runner"),
                               ("sim.cost.isofreq", "sim.sweep"),
                               ("sim.rl.grpo", "sim.sweep"),
                               ("sim.bench.rtlcheck", "sim.cyclesim"),
                               ("sim.formal", "hwgen.units")}) == [
-        "sim.cost.energy -> sim.rl.minilm", "sim.cost.isofreq -> sim.sweep",
-        "sim.cost.primitives -> hwgen.quant_hif4", "sim.cost.table -> sim.bench.runner",
+        "sim.cost.energy -> sim.rl.minilm", "sim.cost.estimate -> hwgen.units",
+        "sim.cost.isofreq -> sim.sweep", "sim.cost.table -> sim.bench.runner",
         "sim.rl.grpo -> sim.sweep"]
 
 

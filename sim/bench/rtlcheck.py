@@ -152,22 +152,23 @@ def check_gemm_against_rtl(verilog, manifest, rep, *, seed=0, a=None, w=None, r=
     count and whether every transfer cycle and every output word agree with the model.
     """
     from sim import dot
-    from sim.cyclesim import UnitTiming, _make_residual
+    from sim.cyclesim import UnitTiming
     from sim.formats import quantize
     from sim.stimulus import pack_payloads
-    from sim.stimulus.gemm import operand_steps, pair_stream, residual_steps
+    from sim.stimulus.gemm import operand_steps, pair_stream, residual_of, residual_steps
 
     unit, residual = rep.unit, rep.residual
     m, k, n = rep.gemm
     rows, cols = rep.array
+    fmt = unit_spec(unit).fmt
     rng = np.random.default_rng(seed)
     if a is None:
         x = rng.standard_normal((m, k)).astype(np.float32)
-        a = quantize(x, unit, axis=1)
+        a = quantize(x, fmt, axis=1)
         if residual != "none":
-            r = _make_residual(x, unit, residual)
+            r = residual_of(x, unit, residual)
     if w is None:
-        w = quantize(rng.standard_normal((n, k)).astype(np.float32), unit, axis=1)
+        w = quantize(rng.standard_normal((n, k)).astype(np.float32), fmt, axis=1)
     ksteps = -(-k // STEP_ELEMS)
     a_steps = operand_steps(a, unit, ksteps)
     w_steps = operand_steps(w, unit, ksteps)

@@ -50,7 +50,8 @@ from pathlib import Path
 from hif4spec import DEFAULTS, FORMATS, standard_set, unit_spec, units_of_kind
 from hif4spec import STAGES as SPEC_STAGES
 
-from .libfigures import run_record, synthesize_unit, throughput
+from .libfigures import run_record, throughput
+from .libsynth import synthesize_liberty
 
 __all__ = ["DOT_CONFIGS", "ENCODER_CONFIGS", "DOT_TARGETS_PS", "ENCODER_TARGETS_PS",
            "STAGES", "LANES", "TABLE", "parse_clock", "format_clock",
@@ -134,7 +135,8 @@ def isofreq_task(text, manifest, script, clock_ps, liberty, backend):
     from .liberty import load_library
 
     lib = load_library(liberty)
-    result = synthesize_unit(text, manifest, lib, script, clock_ps, backend)
+    result = synthesize_liberty(text, manifest=manifest, lib=lib, script=script,
+                                clock_ps=clock_ps, backend=backend)
     return run_record(result, manifest)
 
 

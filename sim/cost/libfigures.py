@@ -15,8 +15,7 @@ The iso-frequency sweep (:mod:`sim.cost.isofreq`) records its runs with
 
 from pathlib import Path
 
-__all__ = ["run_record", "synthesize_unit", "liberty_figures", "throughput", "model_um2",
-           "per_cycle"]
+__all__ = ["run_record", "liberty_figures", "throughput", "model_um2", "per_cycle"]
 
 
 def per_cycle(manifest):
@@ -51,15 +50,6 @@ def run_record(result, manifest):
     }
 
 
-def synthesize_unit(text, manifest, lib, script, clock_ps, backend):
-    """:func:`sim.cost.libsynth.synthesize_liberty` of a generated unit (``text`` its
-    Verilog), its manifest naming the top and the accumulator loop."""
-    from .libsynth import synthesize_liberty
-
-    return synthesize_liberty(text, manifest=manifest, lib=lib, script=script,
-                              clock_ps=clock_ps, backend=backend)
-
-
 def liberty_figures(verilog, manifest, lib, clock_ps=None, *, script="delay", backend=None):
     """The liberty-flow figures of one generated module (``hif4 estimate --liberty``): its
     :func:`run_record` plus ``clock_ps`` (asked for, or None), ``meets`` (None without a
@@ -72,10 +62,14 @@ def liberty_figures(verilog, manifest, lib, clock_ps=None, *, script="delay", ba
     optimistic next to the static timing, so where that run misses the clock the unit is
     mapped again without a target (ABC's least delay), and the faster of the two runs is
     the one reported; its ``target_ps`` says which (None: no target)."""
+    from .libsynth import synthesize_liberty
+
     text = Path(verilog).read_text()
-    rec = run_record(synthesize_unit(text, manifest, lib, script, clock_ps, backend), manifest)
+    rec = run_record(synthesize_liberty(text, manifest=manifest, lib=lib, script=script,
+                                        clock_ps=clock_ps, backend=backend), manifest)
     if clock_ps is not None and rec["critical_ps"] > clock_ps:
-        fast = run_record(synthesize_unit(text, manifest, lib, script, None, backend), manifest)
+        fast = run_record(synthesize_liberty(text, manifest=manifest, lib=lib, script=script,
+                                             clock_ps=None, backend=backend), manifest)
         if fast["critical_ps"] < rec["critical_ps"]:
             rec = fast
     meets = None if clock_ps is None else rec["critical_ps"] <= clock_ps

@@ -12,7 +12,7 @@ import numpy as np
 from hif4spec import operand_layout, residual_layout, unit_spec
 from sim.formats.registry import golden
 
-__all__ = ["operand_steps", "residual_steps", "pair_stream"]
+__all__ = ["operand_steps", "residual_of", "residual_steps", "pair_stream"]
 
 
 def _steps(fields, layout, rows, ksteps):
@@ -25,6 +25,15 @@ def operand_steps(qt, unit, ksteps):
     """A QuantizedTensor (rows, K) of ``unit``'s format -> per row, its ``ksteps`` steps'
     fields in the unit's operand layout (leading dims rows, ksteps)."""
     return _steps(qt.fields, operand_layout(unit_spec(unit).fmt), qt.shape[0], ksteps)
+
+
+def residual_of(x, unit, residual):
+    """The residual A's rows ``x`` (float, (rows, K)) give ``unit`` in residual mode
+    ``residual`` (``"2:4"`` or ``"dense"``): Rollout-ResQ (:func:`sim.formats.resq.resq`)
+    along K in the unit's format, with that sparsifier."""
+    from sim.formats.resq import resq
+
+    return resq(x, unit_spec(unit).fmt, residual, axis=1)
 
 
 def residual_steps(r, unit, residual, a, ksteps):

@@ -167,7 +167,8 @@ def test_estimate_liberty_clock(small_unit, capsys):
 def test_estimate_liberty_clock_missed(small_unit, capsys):
     """A clock the unit cannot meet: the run with it as ABC's target misses, the unit is
     mapped again without a target, and the faster run is reported at its own clock."""
-    from sim.cost.libfigures import run_record, synthesize_unit
+    from sim.cost.libfigures import run_record
+    from sim.cost.libsynth import synthesize_liberty
     from sim.cost.liberty import load_library
 
     capsys.readouterr()
@@ -179,8 +180,10 @@ def test_estimate_liberty_clock_missed(small_unit, capsys):
     assert lf["freq_mhz"] == pytest.approx(1e6 / lf["critical_ps"])
     verilog = Path(r["verilog"])
     manifest = json.loads(verilog.with_suffix(".json").read_text())
-    runs = [run_record(synthesize_unit(verilog.read_text(), manifest, load_library(), "delay",
-                                       target, None), manifest) for target in (1000.0, None)]
+    runs = [run_record(synthesize_liberty(verilog.read_text(), manifest=manifest,
+                                          lib=load_library(), script="delay", clock_ps=target,
+                                          backend=None), manifest)
+            for target in (1000.0, None)]
     assert lf["critical_ps"] == min(x["critical_ps"] for x in runs)
     assert lf["target_ps"] == min(runs, key=lambda x: x["critical_ps"])["target_ps"]
 
