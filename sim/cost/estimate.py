@@ -233,8 +233,8 @@ def combined_rows(rows, array=(4, 4)):
     cycle. In a GEMM on an R x C array an activation step is quantized once and used by the
     C units of its row: ``nand2_per_mac_shared`` charges 1/C of an encoder per unit.
     ``encoder_vs_dot`` is the encoder's area over the dot unit's; ``vs_hif4`` compares the
-    1:1 figure with :data:`COMBINED_REFERENCE` (HiF4 without residual). Areas are synthesized where the rows have them,
-    else the model's (``source``).
+    1:1 figure with :data:`COMBINED_REFERENCE` (HiF4 without residual). Areas are
+    synthesized where the rows have them, else the model's (``source``).
     """
     from hif4spec import unit_spec
 
