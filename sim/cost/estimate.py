@@ -148,7 +148,7 @@ def estimate_rows(units, residuals, *, stages=None, lanes=None, accum=None,
     meets (the one asked for, or the fastest it runs at), its ``freq_ghz``, instead of
     ``freq_ghz``.
     """
-    from hif4spec import residuals_of, unit_spec
+    from hif4spec import residuals_of
 
     if manifests is None:
         manifests = find_manifests(rtl_dir)
