@@ -826,19 +826,103 @@ SOAK_ROOT = ROOT / "build" / "soak"
 SOAK_CHUNK = 1 << 18
 
 
+def _in_ranges(ranges, i):
+    """Whether ``i`` lies in one of ``ranges`` (sorted, disjoint ``[first, last]`` pairs)."""
+    import bisect
+    k = bisect.bisect_right(ranges, [i, float("inf")]) - 1
+    return k >= 0 and ranges[k][0] <= i <= ranges[k][1]
+
+
+def _add_to_ranges(ranges, i):
+    """Add index ``i`` to ``ranges`` (in place), merging neighbours."""
+    import bisect
+    k = bisect.bisect_right(ranges, [i, float("inf")])
+    if k and ranges[k - 1][1] >= i - 1:
+        ranges[k - 1][1] = max(ranges[k - 1][1], i)
+        k -= 1
+    else:
+        ranges.insert(k, [i, i])
+    if k + 1 < len(ranges) and ranges[k + 1][0] <= ranges[k][1] + 1:
+        ranges[k][1] = max(ranges[k][1], ranges.pop(k + 1)[1])
+
+
+#: Totals kept for the passed full chunks of a soak.
+_PASSED_TOTALS = ("steps", "outputs", "cycles", "seconds")
+
+
+def _chunk_passed(rec):
+    return not (rec["mismatches"] or rec["timeout"] or rec["late"])
+
+
+def _record_chunk(state, rec, chunk):
+    """Enter a finished chunk into a soak's state: a passed full chunk joins the ranges and
+    totals of ``state["passed"]``, anything else (a failure, a shorter last chunk) keeps its
+    own record in ``state["chunks"]``."""
+    i = rec["index"]
+    if _chunk_passed(rec) and rec["steps"] == chunk and "case" not in rec:
+        passed = state["passed"]
+        if not _in_ranges(passed["chunks"], i):
+            _add_to_ranges(passed["chunks"], i)
+            for k in _PASSED_TOTALS:
+                passed[k] += rec[k]
+        state["chunks"].pop(str(i), None)
+    else:
+        state["chunks"][str(i)] = rec
+
+
+def load_soak_state(path, settings):
+    """The state of a soak (:func:`soak`) from ``path``, or a new one for ``settings``; a
+    state whose every chunk has its own record is compacted on the way."""
+    state = load_json_table(path)
+    if not state:
+        state = {"settings": settings, "chunks": {}}
+    state.setdefault("passed", {"chunks": [], **{k: 0 for k in _PASSED_TOTALS}})
+    chunk = state["settings"]["chunk"]
+    for rec in list(state["chunks"].values()):
+        _record_chunk(state, rec, chunk)
+    return state
+
+
+def soak_chunk_done(state, i, n):
+    """Whether chunk ``i`` of ``n`` steps is in a soak's ``state`` (passed or recorded)."""
+    if n == state["settings"]["chunk"] and _in_ranges(state["passed"]["chunks"], i):
+        return True
+    rec = state["chunks"].get(str(i))
+    return rec is not None and rec["steps"] == n
+
+
+def soak_totals(state, count):
+    """``{"chunks", "steps", "outputs", "seconds", "mismatches", "failed"}`` of the first
+    ``count`` chunks of a soak's state; ``failed`` lists their failing chunks' records (the
+    outputs and seconds of passed full chunks are the state's totals, whatever ``count``)."""
+    passed = state["passed"]
+    full = sum(max(0, min(b, count - 1) - a + 1) for a, b in passed["chunks"])
+    recs = [r for k, r in state["chunks"].items() if int(k) < count]
+    return {"chunks": full + len(recs),
+            "steps": full * state["settings"]["chunk"] + sum(r["steps"] for r in recs),
+            "outputs": passed["outputs"] + sum(r["outputs"] for r in recs),
+            "seconds": passed["seconds"] + sum(r["seconds"] for r in recs),
+            "mismatches": sum(r["mismatches"] for r in recs),
+            "failed": sorted((r for r in recs if not _chunk_passed(r)),
+                             key=lambda r: r["index"])}
+
+
 def soak(unit=None, params=None, *, steps, rtl=None, chunk=SOAK_CHUNK, seed=1, mix=None,
          valid_prob=0.9, ready_prob=0.9, cluster=None, jobs=1, retries=2, progress=True,
-         build_root=None):
+         build_root=None, state_dir=None):
     """Check ``steps`` steps (an encoder: groups) of one unit on the fast harness, in
     seeded chunks of ``chunk`` (:func:`sim.bench.soak.soak_chunk`) run as ``verify`` tasks
     locally or on Ray; returns ``(state, report)``.
 
     The unit is generated from ``unit`` and ``params`` (resolved) or is the Verilog file
-    of ``rtl = (path, manifest)``. The soak's state, ``<build_root>/soak/<module>-<key>.json``
-    (``key`` covers the Verilog text, seed, chunk size, mix and stall probabilities),
-    records each finished chunk as it comes, so a soak that is stopped, or run again with
-    more ``steps``, does only the chunks it has not done. A failing chunk's replay file
-    (shrunk, :func:`sim.bench.soak.shrink`) is written to ``<build_root>/soak/cases/``.
+    of ``rtl = (path, manifest)``. The soak's state, ``<state_dir>/<module>-<key>.json``
+    (default ``<build_root>/soak``; ``key`` covers the Verilog text, seed, chunk size, mix
+    and stall probabilities), records each finished chunk as it comes, so a soak that is
+    stopped, or run again with more ``steps``, does only the chunks it has not done. Passed
+    full chunks are kept as index ranges and totals, so the state stays a few hundred bytes
+    however long the soak; a failing (or shorter last) chunk keeps its own record. A failing
+    chunk's replay file (shrunk, :func:`sim.bench.soak.shrink`) is written to
+    ``<state_dir>/cases/``.
     """
     from hif4spec import module_name, resolve
     from sim.bench.runner import generate_cached
@@ -862,9 +946,9 @@ def soak(unit=None, params=None, *, steps, rtl=None, chunk=SOAK_CHUNK, seed=1, m
                 "seed": seed, "chunk": chunk, "mix": mix, "valid_prob": valid_prob,
                 "ready_prob": ready_prob}
     key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
-    root = build_root / "soak"
+    root = Path(state_dir) if state_dir is not None else build_root / "soak"
     path = root / f"{module}-{key}.json"
-    state = load_json_table(path) or {"settings": settings, "chunks": {}}
+    state = load_soak_state(path, settings)
     state["verilog"] = str(verilog)
     count = -(-steps // chunk)
     report = Report()
@@ -872,8 +956,7 @@ def soak(unit=None, params=None, *, steps, rtl=None, chunk=SOAK_CHUNK, seed=1, m
     local_root = None if cluster else str(build_root)
     for i in range(count):
         n = min(chunk, steps - i * chunk)
-        done = state["chunks"].get(str(i))
-        if done and done["steps"] == n:
+        if soak_chunk_done(state, i, n):
             report.skipped.append(f"{module}#{i}")
             continue
         tasks.append(Task(f"{module}#{i}", "verify", soak_chunk,
@@ -889,7 +972,7 @@ def soak(unit=None, params=None, *, steps, rtl=None, chunk=SOAK_CHUNK, seed=1, m
             tmp.write_bytes(case)
             tmp.replace(where)
             value["case"] = str(where)
-        state["chunks"][str(value["index"])] = value
+        _record_chunk(state, value, chunk)
         root.mkdir(parents=True, exist_ok=True)
         _save_json_table(state, path)
 

@@ -42,6 +42,9 @@ def register(subparsers):
     output_option(p, "--build-dir", kind="folder", default=None, metavar="DIR",
                   help="folder for generated Verilog, harness builds and the soak's state "
                         "(default: build/ in the repository)")
+    output_option(p, "--state-dir", kind="folder", default=None, metavar="DIR",
+                  help="folder of the soak's state and replay files, to keep or share them "
+                       "apart from the builds (default: BUILD/soak)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.set_defaults(func=run)
 
@@ -90,6 +93,8 @@ def run(args):
     mix = parse_mix(args.mix)
     cluster = _check_cluster(args.cluster)
     build_root = check_output_folder(args.build_dir or REPO / "build", "--build-dir")
+    state_dir = (check_output_folder(args.state_dir, "--state-dir")
+                 if args.state_dir is not None else None)
     if args.rtl_dir or args.manifest:
         rtl = select_module(args, "soak")
         unit, params = None, None
@@ -101,7 +106,7 @@ def run(args):
                              seed=args.seed, mix=mix, valid_prob=args.valid_prob,
                              ready_prob=args.ready_prob, cluster=cluster,
                              jobs=args.jobs or os.cpu_count() or 1, progress=not args.quiet,
-                             build_root=build_root)
+                             build_root=build_root, state_dir=state_dir)
     except Interrupted as exc:
         print(f"soak: stopped ({exc.report.summary('chunks')}); the same command goes on "
               "where it stopped", file=sys.stderr)
@@ -113,23 +118,19 @@ def run(args):
 
 def summarize(state, report, steps, chunk):
     """Print the soak's totals and failures; returns the exit status."""
-    s = state["settings"]
-    count = -(-steps // chunk)
-    chunks = [state["chunks"][str(i)] for i in range(count) if str(i) in state["chunks"]]
-    done = sum(c["steps"] for c in chunks)
-    outputs = sum(c["outputs"] for c in chunks)
-    seconds = sum(c["seconds"] for c in chunks)
-    bad = [c for c in chunks if c["mismatches"] or c["timeout"] or c["late"]]
     from hif4spec import unit_spec
+    from sim.sweep import soak_totals
 
+    s = state["settings"]
+    t = soak_totals(state, -(-steps // chunk))
     what = "groups" if unit_spec(s["unit"]).kind == "encoder" else "steps"
-    print(f"{s['module']}: {done:,} of {steps:,} {what} in {len(chunks)} chunks, "
-          f"{outputs:,} outputs checked, {sum(c['mismatches'] for c in chunks)} mismatches "
-          f"in {len(bad)} chunks; {seconds:,.0f} s of worker time "
-          f"({done / seconds if seconds else 0:,.0f} {what}/s per worker), "
+    print(f"{s['module']}: {t['steps']:,} of {steps:,} {what} in {t['chunks']} chunks, "
+          f"{t['outputs']:,} outputs checked, {t['mismatches']} mismatches "
+          f"in {len(t['failed'])} chunks; {t['seconds']:,.0f} s of worker time "
+          f"({t['steps'] / t['seconds'] if t['seconds'] else 0:,.0f} {what}/s per worker), "
           f"{report.seconds:,.0f} s this run ({report.summary('chunks')})")
     print(f"state: {display_path(state['path'])}")
-    for c in bad:
+    for c in t["failed"]:
         why = ("timeout" if c["timeout"] else "late output" if c["late"] and
                not c["mismatches"] else f"{c['mismatches']} mismatches")
         case = c.get("case")
@@ -139,4 +140,4 @@ def summarize(state, report, steps, chunk):
     if report.failed:
         for name, err in report.failed.items():
             print(f"FAIL: {name} did not run: {err}", file=sys.stderr)
-    return 1 if bad or report.failed or done < steps else 0
+    return 1 if t["failed"] or report.failed or t["steps"] < steps else 0

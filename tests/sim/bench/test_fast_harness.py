@@ -9,6 +9,7 @@ fault must be found by ``hif4 soak``, shrunk to a short K-loop and replayed by
 import json
 import re
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -133,8 +134,42 @@ def test_soak_resumes_and_extends(tmp_path, capsys):
     assert "4,000 of 4,000 steps in 3 chunks" in again
     assert "1 chunks done, 2 already in the table" in again
     state = json.loads(next((tmp_path / "soak").glob("*.json")).read_text())
-    assert sorted(state["chunks"]) == ["0", "1", "2"]
-    assert state["chunks"]["2"]["steps"] == 1000
+    # full passed chunks are ranges and totals; the shorter last chunk keeps its record
+    assert state["passed"]["chunks"] == [[0, 1]] and state["passed"]["steps"] == 3000
+    assert sorted(state["chunks"]) == ["2"] and state["chunks"]["2"]["steps"] == 1000
+
+
+def test_soak_state_stays_small_and_resumes_from_any_format():
+    from sim.sweep import _add_to_ranges, _in_ranges, load_soak_state, soak_chunk_done, \
+        soak_totals
+
+    ranges = []
+    for i in (5, 0, 2, 1, 7, 6, 3):
+        _add_to_ranges(ranges, i)
+    assert ranges == [[0, 3], [5, 7]]
+    assert [i for i in range(9) if _in_ranges(ranges, i)] == [0, 1, 2, 3, 5, 6, 7]
+
+    def rec(i, steps=100, mismatches=0):
+        return {"index": i, "steps": steps, "outputs": 10, "cycles": 120, "seconds": 0.5,
+                "mismatches": mismatches, "timeout": False, "late": False}
+
+    settings = {"chunk": 100, "module": "m", "unit": "hif4"}
+    # a state written with one record per chunk is compacted when loaded
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "s.json"
+        path.write_text(json.dumps({"settings": settings, "chunks": {
+            str(i): rec(i, 60 if i == 4 else 100, 2 if i == 2 else 0) for i in range(5)}}))
+        state = load_soak_state(path, settings)
+    assert state["passed"]["chunks"] == [[0, 1], [3, 3]]
+    assert state["passed"]["steps"] == 300 and state["passed"]["outputs"] == 30
+    assert sorted(state["chunks"]) == ["2", "4"]
+    assert soak_chunk_done(state, 3, 100) and soak_chunk_done(state, 4, 60)
+    assert not soak_chunk_done(state, 4, 100) and not soak_chunk_done(state, 5, 100)
+    t = soak_totals(state, 5)
+    assert (t["chunks"], t["steps"], t["mismatches"]) == (5, 460, 2)
+    assert [r["index"] for r in t["failed"]] == [2]
+    assert soak_totals(state, 2)["steps"] == 200
 
 
 def test_encoder_soak(tmp_path, capsys):

@@ -34,6 +34,7 @@ OUTPUTS = {
     ("generate", "--out"): ("folder", "rtl"),
     ("verify", "--build-dir"): ("folder", "build"),
     ("soak", "--build-dir"): ("folder", "build"),
+    ("soak", "--state-dir"): ("folder", "state"),
     ("estimate", "--plot"): ("file", "out.png"),
     ("estimate", "--energy-plot"): ("file", "energy.png"),
     ("rl", "--json"): ("file", "out.json"),
