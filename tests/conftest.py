@@ -100,9 +100,10 @@ def rne_f32(v, negative_zero=False):
 
 
 #: The configurations the default suite simulates in Verilator, each once
-#: (``tests/sim/bench/test_bench_coverage.py``), as ``(unit, residual, stages, lanes, accum)``: every (unit, residual) pair, every stage count 1-4, every accumulator back
-#: end of every unit, 16 lanes except two 32-lane units and one 64-lane unit. The full
-#: grid is marked slow.
+#: (``tests/sim/bench/test_bench_coverage.py``), as ``(unit, residual, stages, lanes,
+#: accum)``: every (unit, residual) pair, every stage count 1-4, every accumulator back end
+#: of every unit, 16 lanes except two 32-lane units and one 64-lane unit. The full grid is
+#: marked slow.
 CI_CONFIGS = [
     ("hif4", "none", 3, 16, "window"),      # also built by test_bench_hif4 and test_sweep_ray
     ("hif4", "2:4", 1, 16, "bounded"),     # also built by test_bench_hif4's test_cli_verify
