@@ -8,7 +8,8 @@ Usage::
 
 Each row is the combinational ``acc + term -> acc`` of a unit's accumulator loop (the
 register around it is the same 33 flip-flops either way), for HiF4 without a
-residual and NVFP4 (one term) and HiF4 with the 2:4 residual (two terms pre-added). Printed: NAND2-eq, the longest path in cells (the loop's
+residual and NVFP4 (one term) and HiF4 with the 2:4 residual (two terms pre-added).
+Printed: NAND2-eq, the longest path in cells (the loop's
 depth), and the bounded figures' ratio to the full window's. Results are cached under
 ``build/synth`` like every synthesis.
 """

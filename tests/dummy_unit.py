@@ -1,6 +1,7 @@
 """A format and its dot unit registered in-process, from this file alone.
 
-``python -P tests/dummy_unit.py BUILD_ROOT`` (``-P``: ``tests/sim`` must not shadow ``sim``) registers format ``dmx4`` (MXFP4's block layout and
+``python -P tests/dummy_unit.py BUILD_ROOT`` (``-P``: ``tests/sim`` must not shadow
+``sim``) registers format ``dmx4`` (MXFP4's block layout and
 numerics under a name no other file knows: one ``FormatSpec`` and one golden-model entry)
 and unit ``dmx4`` (one ``UnitSpec`` and its generator, a subclass of the MXFP4 datapath).
 It then runs what a user of a new unit runs, each through the toolkit's own entry points:

@@ -250,8 +250,8 @@ def add_unit_options(parser, *, several=False, rtl=None, unit_default=None, unit
         when = f"default {{}}{'; with --rtl-dir: any, if only one matches' if rtl else ''}"
     parser.add_argument("--stages", type=int, default=None,
                         metavar="{" + ",".join(map(str, STAGES)) + "}",
-                        help=f"pipeline depth, {STAGES[0]} to {STAGES[-1]}: a dot unit's registers from "
-                             f"input to output, an encoder's plus one "
+                        help=f"pipeline depth, {STAGES[0]} to {STAGES[-1]}: a dot unit's "
+                             f"registers from input to output, an encoder's plus one "
                              f"({when.format(DEFAULTS['stages'])})")
     parser.add_argument("--lanes", type=int, default=None,
                         metavar="{" + ",".join(map(str, LANES)) + "}",

@@ -56,7 +56,8 @@ from .libsynth import synthesize_liberty
 __all__ = ["DOT_CONFIGS", "ENCODER_CONFIGS", "DOT_TARGETS_PS", "ENCODER_TARGETS_PS",
            "STAGES", "LANES", "TABLE", "parse_clock", "format_clock",
            "isofreq_task", "best_at", "fastest", "common_clock",
-           "pareto", "summary", "default_targets", "table_key", "load", "runs_of", "merge", "format_targets",
+           "pareto", "summary", "default_targets", "table_key", "load", "runs_of", "merge",
+           "format_targets",
            "format_fastest", "format_common", "format_liberty_rows", "plot", "plan"]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -458,7 +459,8 @@ def format_liberty_rows(rows, lib_note=""):
                       "-" if lf["clock_ps"] is None else f"{lf['clock_ps']:.0f}",
                       {None: "-", True: "yes", False: "no"}[lf["meets"]],
                       f"{lf['freq_mhz']:.3g}", thr] + [_f(x, ".3f") for x in pj])
-    out = _table(["unit", "residual", "stg", "µm²", "model µm²", "µm²/MAC", "critical ps (FO4)",
+    out = _table(["unit", "residual", "stg", "µm²", "model µm²", "µm²/MAC",
+                  "critical ps (FO4)",
                   "loop ps (FO4)", "ff ps (FO4)", "leak µW", "clock ps", "meets", "at MHz",
                   "throughput"] + [f"pJ/MAC {s}" for s in stimuli], lines)
     out.append("liberty flow" + (f" ({lib_note})" if lib_note else "") + ", ABC script "

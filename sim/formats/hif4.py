@@ -3,7 +3,8 @@
 Group-level functions take a 2-D array ``(G, 64)`` of groups; :mod:`sim.formats.tensor`
 does the reshaping, padding and chunking.
 
-How the fast kernel stays equal to the spec's steps (``tests/sim/formats/test_formats_spec.py`` checks
+How the fast kernel stays equal to the spec's steps
+(``tests/sim/formats/test_formats_spec.py`` checks
 it against a plain per-group transcription, bit for bit):
 
 * Layout. A chunk of groups is transposed to ``(4, 16, G)`` (element in micro-group,

@@ -150,7 +150,8 @@ class QuantizedTensor:
         axis removed and ``nb`` the number of blocks along the padded axis. hif4: ``elem``
         (.., 64) uint8, ``l3`` (.., 16), ``l2`` (.., 8), ``scale`` (..) E6M2; mxfp4:
         ``elem`` (.., 32), ``scale`` E8M0; nvfp4: ``elem`` (.., 16), ``scale`` UE4M3,
-        ``tensor_scale`` 0-d float32 (every format with that option). hif8: ``code`` uint8, bf16: ``code`` uint16, both of
+        ``tensor_scale`` 0-d float32 (every format with that option). hif8: ``code``
+        uint8, bf16: ``code`` uint16, both of
         the original shape.
     options : dict
         Format options (``FormatSpec.options``; nvfp4: ``tensor_scale``).

@@ -2,7 +2,8 @@
 
 :func:`gemm_torch` takes the arguments of :func:`sim.dot.gemm` (and a torch ``device``) and
 returns the words of its exact path bit for bit (``tests/sim/rl/test_gemm_torch.py``
-compares them with zero tolerance) by splitting the unit's arithmetic (``docs/formats.md`` section 7) in two:
+compares them with zero tolerance) by splitting the unit's arithmetic (``docs/formats.md``
+section 7) in two:
 
 Step values by batched matmuls
 ------------------------------

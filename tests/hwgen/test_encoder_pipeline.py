@@ -4,7 +4,8 @@ An 8 x 256 BF16 activation tensor goes through the Verilated HiF4 encoder with t
 residual (``hif4_quant``, 16 lanes); its output words, unpacked into steps, feed the
 Verilated HiF4 dot units with an 8 x 256 weight tensor quantized by the golden model: the
 plain unit (full-window accumulator) takes the operand steps ``q``, the ResQ-2:4 unit (bounded
-accumulator) ``q`` and the residual steps ``r``. Every FP32 word must equal ``sim.dot.gemm`` of the golden model's quantization of the
+accumulator) ``q`` and the residual steps ``r``. Every FP32 word must equal
+``sim.dot.gemm`` of the golden model's quantization of the
 same tensors (``quantize``, ``resq`` + ``pack_24``). The dot units are the default suite's
 ``CI_CONFIGS`` builds (shared with the bench tests), the encoder's that of
 ``tests/sim/bench/test_encoder_unit.py``.

@@ -122,9 +122,9 @@ def test_synthesis_table_entries_are_complete():
 def test_synthesis_table_covers_every_configuration():
     """The 10% bar is checked on every generated configuration: the grid unit x residual x
     stages x lanes of the registry, one entry each. The single-stage units with 64 lanes
-    take Yosys from half an hour to nearly three hours each here (docs/results.md, "The area model");
-    ``python benchmarks/fit_area_model.py --units --accum window --timeout 0 --backend native
-    --checkpoint`` redoes them across sessions if the generators change."""
+    take Yosys from half an hour to nearly three hours each here (docs/results.md, "The area
+    model"); ``python benchmarks/fit_area_model.py --units --accum window --timeout 0
+    --backend native --checkpoint`` redoes them across sessions if the generators change."""
     from hif4spec import unit_spec, units_of_kind
     from hwgen.units import all_configs
 

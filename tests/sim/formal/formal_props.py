@@ -351,9 +351,10 @@ class AdderTreeProof(wiring.Component):
 
 
 class RoundProof(wiring.Component):
-    """:class:`hwgen.accum.Round` of the window of ``terms`` (a unit's ``terms``): for every window sum ``x``
-    (units ``2**lsb``, magnitude ``M``) the word is ``RNE_FP32(x)`` as ``docs/formats.md``
-    section 7 states it, written as properties of the word rather than a second rounder:
+    """:class:`hwgen.accum.Round` of the window of ``terms`` (a unit's ``terms``): for every
+    window sum ``x`` (units ``2**lsb``, magnitude ``M``) the word is ``RNE_FP32(x)`` as
+    ``docs/formats.md`` section 7 states it, written as properties of the word rather than a
+    second rounder:
 
     - ``M == 0`` gives +0; otherwise the sign bit is the sign of ``x``;
     - an Inf word (exponent 255) has a zero fraction and ``M >= 2**128 - 2**103`` (the RNE

@@ -1,5 +1,6 @@
 """``hif4 sweep synth`` (``sim.cli.main``) run on primitive cells instead of units, and the
-checks of a Ctrl-C'd sweep, for ``tests/sim/sweep/test_sweep.py`` and ``tests/sim/sweep/test_sweep_ray.py``.
+checks of a Ctrl-C'd sweep, for ``tests/sim/sweep/test_sweep.py`` and
+``tests/sim/sweep/test_sweep_ray.py``.
 
 ``python tests/sim/sweep/sweep_driver.py SIZES [hif4 sweep options]``: the sweep synthesizes one
 ``e2m1dot`` primitive per comma-separated size (about 2-4 s of Yosys each, where a unit

@@ -12,7 +12,8 @@ suite's builds, ``CI_CONFIGS``). Each run synthesizes into a cache folder
 of its own, so the Ray tasks really run Yosys (the test checks their cache folder filled);
 verification shares the Verilator builds (cached by Verilog hash) but every run simulates.
 
-Through the Ray Client (``--cluster ray://127.0.0.1:PORT``), ``tests/sim/sweep/sweep_driver.py`` runs
+Through the Ray Client (``--cluster ray://127.0.0.1:PORT``),
+``tests/sim/sweep/sweep_driver.py`` runs
 ``hif4 sweep synth`` on primitives (seconds each): one sweep that must give the table of a
 local run, and one sent SIGINT after its first result, checked as the local Ctrl-C test
 checks it (``tests/sim/sweep/test_sweep.py``), and then the head's two CPUs must be free again.
