@@ -23,7 +23,8 @@ __all__ = ["RESIDUAL_MODES", "RESIDUAL_TAGS", "ACCUMS", "EXACT_ACCUMS", "REFEREN
            "check_residual", "check_params", "resolve",
            "module_name", "parse_module_name", "payload_fields", "output_fields",
            "all_configs", "standard_set", "residuals_of", "accums_of", "BF16_BITS",
-           "TENSOR_SCALE_BITS"]
+           "TENSOR_SCALE_BITS", "MULTI_FORMATS", "FORMAT_FIELD", "format_residuals",
+           "format_code_bits"]
 
 #: Residual modes of a dot-product unit: no residual input, a packed 2:4 residual block,
 #: a second dense operand (spec section 6).
@@ -91,6 +92,14 @@ class UnitSpec:
     encoder; every residual mode of the unit takes each of them). An encoder's residual mode
     is the residual step it emits beside the operand step (the one the dot unit of its
     format takes).
+
+    ``formats`` (two or more, in ``MULTI_FORMATS`` order) makes a multi-format dot unit:
+    each step carries a format-select field (:data:`FORMAT_FIELD`, the index of the step's
+    format in ``formats``), and ``fmt`` is the first of them. ``lanes`` are the lane counts
+    the unit takes (a subset of ``LANES``). ``grid`` False keeps a unit out of the grids
+    that :func:`units_of_kind`, :func:`all_configs` and :func:`standard_set` list (the
+    synthesized tables, the sweeps and the default suite's walk over the registry); it is
+    still reached by name.
     """
 
     name: str
@@ -100,6 +109,9 @@ class UnitSpec:
     standard: tuple
     kind: str = "dot"
     accums: tuple = ACCUMS[:1]
+    formats: tuple = ()
+    lanes: tuple = LANES
+    grid: bool = True
 
 
 UNITS = {u.name: u for u in (
@@ -117,6 +129,45 @@ UNITS = {u.name: u for u in (
              RESIDUAL_MODES[:1], "encoder", ()),
 )}
 
+#: Formats a multi-format dot unit combines (any two or more), in the order of their codes.
+MULTI_FORMATS = ("hif4", "mxfp4", "nvfp4")
+#: The payload field of a multi-format unit that selects a step's format.
+FORMAT_FIELD = "fmt"
+
+
+def format_residuals(fmt):
+    """Residual modes the single-format dot unit of ``fmt`` accepts."""
+    return next(u.residuals for u in UNITS.values()
+                if u.kind == "dot" and u.fmt == fmt and not u.formats)
+
+
+def format_code_bits(formats):
+    """Bits of the format-select field of a unit combining ``formats``."""
+    return max(1, (len(formats) - 1).bit_length())
+
+
+def _multi_units(name, module):
+    """The multi-format dot units ``<name>_<format>_<format>...``: one per set of two or
+    more of ``MULTI_FORMATS``, each with the residual modes one of its formats takes (a
+    step of a format without that residual ignores ``r``), 64 lanes and the exact back
+    ends, built by ``<module>:<unit name>``; outside the grids (``grid`` False) until their
+    grids are synthesized."""
+    from itertools import combinations
+
+    out = []
+    for k in range(len(MULTI_FORMATS), 1, -1):
+        for formats in combinations(MULTI_FORMATS, k):
+            residuals = tuple(r for r in RESIDUAL_MODES[:2]
+                              if any(r in format_residuals(f) for f in formats))
+            unit = "_".join((name, *formats))
+            out.append(UnitSpec(unit, formats[0], f"{module}:{unit}", residuals,
+                                residuals, accums=EXACT_ACCUMS, formats=formats,
+                                lanes=LANES[-1:], grid=False))
+    return out
+
+
+UNITS.update((u.name, u) for u in _multi_units("tc4", "hwgen.multi"))
+
 
 def register_unit(spec):
     """Enter unit ``spec`` (a :class:`UnitSpec`) into :data:`UNITS`: every consumer (the
@@ -130,8 +181,11 @@ def register_unit(spec):
                          "hif4spec.FORMATS does not have")
     bad = [r for r in (*spec.residuals, *spec.standard) if r not in RESIDUAL_MODES]
     bad += [a for a in spec.accums if a not in ACCUMS]
+    bad += [f for f in spec.formats if f not in FORMATS]
+    bad += [n for n in spec.lanes if n not in LANES]
     if bad:
-        raise ValueError(f"unit {spec.name!r}: unknown residual mode or back end {bad[0]!r}")
+        raise ValueError(f"unit {spec.name!r}: unknown residual mode, back end, format or "
+                         f"lane count {bad[0]!r}")
     if UNITS.setdefault(spec.name, spec) != spec:
         raise ValueError(f"another unit is registered as {spec.name!r}")
     return spec
@@ -158,15 +212,18 @@ class UnitView(Mapping):
         return len(self._map())
 
 
-def units_of_kind(kind):
-    """``[UnitSpec, ...]`` of the units of ``kind`` (one of ``KINDS``), as registered."""
+def units_of_kind(kind, grid=True):
+    """``[UnitSpec, ...]`` of the units of ``kind`` (one of ``KINDS``), as registered: those
+    of the grids (``UnitSpec.grid``), or every one with ``grid`` False."""
     if kind not in KINDS:
         raise ValueError(f"Unit kind must be one of {', '.join(KINDS)}, not {kind!r}")
-    return [u for u in UNITS.values() if u.kind == kind]
+    return [u for u in UNITS.values() if u.kind == kind and (u.grid or not grid)]
 
 
-def _units(kind):
-    return list(UNITS.values()) if kind is None else units_of_kind(kind)
+def _units(kind, grid=True):
+    if kind is None:
+        return [u for u in UNITS.values() if u.grid or not grid]
+    return units_of_kind(kind, grid)
 
 
 def unit_spec(name):
@@ -217,9 +274,9 @@ def check_params(unit, residual, stages, lanes, accum=None):
     if isinstance(stages, bool) or not isinstance(stages, int) or stages not in STAGES:
         raise ValueError(f"Stage count must be an integer from {STAGES[0]} to {STAGES[-1]}, "
                          f"not {stages!r}")
-    if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes not in LANES:
-        raise ValueError(f"Lane count must be one of {', '.join(map(str, LANES))}, "
-                         f"not {lanes!r}")
+    if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes not in spec.lanes:
+        raise ValueError(f"Lane count{' of ' + unit if spec.lanes != LANES else ''} must be "
+                         f"one of {', '.join(map(str, spec.lanes))}, not {lanes!r}")
     if accum is not None and accum not in spec.accums:
         if not spec.accums:
             raise ValueError(f"{unit} is an encoder and has no accumulator: drop the "
@@ -253,7 +310,7 @@ def module_name(unit, residual, stages, lanes, accum=None):
 def parse_module_name(name):
     """Inverse of :func:`module_name`: ``(unit, residual, stages, lanes, accum)`` (an
     encoder's ``accum`` is None), or None."""
-    for cfg in all_configs():
+    for cfg in all_configs(grid=False):
         for accum in accums_of(cfg[0], cfg[1]) or (None,):
             if module_name(*cfg, accum) == name:
                 return (*cfg, accum)
@@ -265,7 +322,9 @@ def payload_fields(unit, residual, lanes=None):
     first.
 
     A dot unit's is one step: ``a``, ``w``, ``r`` (with a residual), ``first``, ``last``
-    (``lanes`` is not used). An encoder's is one beat of ``lanes`` BF16 codes, ``x``
+    (``lanes`` is not used); a multi-format unit's ``a``, ``w`` and ``r`` are as wide as
+    its widest format's step (a narrower step in the low bits) and :data:`FORMAT_FIELD`
+    comes before ``first``. An encoder's is one beat of ``lanes`` BF16 codes, ``x``
     (element j of the beat at bits ``[16 j, 16 j + 16)``; beat b of a group carries group
     elements ``[b * lanes, (b + 1) * lanes)``), and for NVFP4 ``t``, the FP32 tensor scale
     (raw bits), taken with the group's last beat; ``lanes`` is required.
@@ -279,6 +338,14 @@ def payload_fields(unit, residual, lanes=None):
         if "tensor_scale" in FORMATS[spec.fmt].options:
             out.append(("t", TENSOR_SCALE_BITS))
         return out
+    if spec.formats:
+        step = max(operand_layout(f).bits for f in spec.formats)
+        out = [("a", step), ("w", step)]
+        if residual != "none":
+            out.append(("r", max(residual_layout(f, residual).bits for f in spec.formats
+                                 if residual in format_residuals(f))))
+        return out + [(FORMAT_FIELD, format_code_bits(spec.formats)), ("first", 1),
+                      ("last", 1)]
     out = [("a", operand_layout(spec.fmt).bits), ("w", operand_layout(spec.fmt).bits)]
     res = residual_layout(spec.fmt, residual)
     if res is not None:
@@ -300,12 +367,12 @@ def output_fields(unit, residual):
     return out
 
 
-def all_configs(kind=None):
-    """Every configuration, ``[(unit, residual, stages, lanes), ...]``, of every unit or of
-    the units of ``kind``: units as registered, then their residual modes, stages and lanes
-    ascending."""
-    return [(u.name, r, s, n) for u in _units(kind) for r in u.residuals
-            for s in STAGES for n in LANES]
+def all_configs(kind=None, grid=True):
+    """Every configuration, ``[(unit, residual, stages, lanes), ...]``, of every unit of the
+    grids (``grid`` False: every registered unit) or of those of ``kind``: units as
+    registered, then their residual modes, stages and lanes ascending."""
+    return [(u.name, r, s, n) for u in _units(kind, grid) for r in u.residuals
+            for s in STAGES for n in u.lanes]
 
 
 def standard_set(kind=None):
