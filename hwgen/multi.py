@@ -1,0 +1,565 @@
+"""Multi-format dot-product units: HiF4, MXFP4 and NVFP4 steps on one shared datapath.
+
+A unit ``tc4_<format>_<format>[_<format>]`` (``hif4spec.MULTI_FORMATS``: any two or three
+of hif4, mxfp4, nvfp4; ``hif4spec.UnitSpec.formats``) takes one 64-element step per cycle,
+as the single-format units do, and each step names its format: the payload's
+``hif4spec.FORMAT_FIELD`` (``fmt``) holds the index of the step's format in the unit's
+``formats``. Every step of a K-loop has the format of its ``first`` step: the format may
+change only at ``first`` (a stream that changes it elsewhere adds steps of two formats into
+one accumulator, which no golden model describes). Each format keeps its exact semantics
+(``docs/formats.md`` section 7): a step's words are those of the format's own unit.
+
+Payload (``hif4spec.payload_fields``): ``a`` and ``w`` as wide as the widest format's step
+(288 bits where hif4 or nvfp4 is in the set, 272 for MXFP4 alone), a narrower step in the
+low bits; ``r`` (residual ``"2:4"``) as wide as the widest 2:4 residual step of the formats
+that take one (HiF4's 224 bits, MXFP4's 208); then ``fmt``, ``first``, ``last``. An NVFP4
+step ignores ``r`` (NVFP4 takes no residual).
+
+Shared, one copy for every format
+---------------------------------
+1. Operand muxes (:class:`OperandMux`): element ``i`` of a step sits at a different bit in
+   each format's layout (HiF4: one 64-element block; MXFP4: two blocks of 32 with a scale
+   after each; NVFP4: four of 16); a ``len(formats)``:1 mux per element and operand picks
+   the step's format's bits (elements 0..15 sit at the same bits in all three: no mux).
+2. Element products (:class:`SharedProduct`, 64 per step, 32 more for the 2:4 residual):
+   a 4-bit code decodes to a magnitude ``mag`` and a shift ``sh``: HiF4's S1P2 ``k`` is
+   ``mag = k`` (0..7, quarters), ``sh = 0``; E2M1's ``2|x|`` in {0, 1, 2, 3, 4, 6, 8, 12}
+   is ``mag = {e != 0, m}`` (0..3), ``sh = max(e - 1, 0)``. ONE 3x3-bit multiplier forms
+   ``mag_a * mag_w`` and ONE 0..4 left shift applies ``sh_a + sh_w`` (E2M1) or the HiF4
+   micro-group's ``b_a + c_a + b_w + c_w`` (HiF4 shifts each product by its micro-group's
+   micro-exponents rather than the group sum, which is the same integer): a signed 11-bit
+   product (|p| <= 784), in units of 1/16 of the scale product for HiF4, 1/4 for E2M1.
+3. Block-sum trees: the 64 products add in one tree whose 16-element nodes are the NVFP4
+   block sums, whose 32-element nodes are the MXFP4 block sums and whose root is the HiF4
+   block sum (17 signed bits); the 2:4 residual's 32 products likewise (16-element nodes:
+   MXFP4 residual blocks; root: HiF4's residual).
+4. The accumulator: ONE exact FP32 accumulator (either exact back end, ``window`` or
+   ``bounded``) whose term slots cover every selected format. Slot ``k`` carries the
+   ``k``-th term of the step's format (HiF4: main, residual; MXFP4: block 0, block 1,
+   residual block 0, residual block 1; NVFP4: the four block terms pre-added on the grid
+   ``2**-20``, as its own unit does), zero where the format has fewer terms. A slot's
+   significand is as wide as its widest format's and its exponent field is each format's
+   field plus a constant that puts every format on the slot's bias (the largest of theirs),
+   so one alignment covers all of them.
+
+Per format
+----------
+The scale decodes: HiF4's E6M2 pair (:class:`hwgen.hif4.ScalePair`: a 3x3-bit significand
+product, an exponent add) and the block sum x significand product
+(:class:`hwgen.hif4.TermFormer`); MXFP4's E8M0 pairs (:class:`hwgen.mxfp4.E8M0ScalePair`: an
+exponent add each); NVFP4's UE4M3 pairs (:class:`hwgen.nvfp4.UE4M3ScalePair`: a 4x4-bit
+significand product and a shift each), its 13x8-bit block products and its 0..28 shifts
+onto the common grid; the NaN compares of each format's scale codes. The scale paths are
+kept apart: their multipliers differ in width and in what they multiply (HiF4 multiplies
+the block sum after the tree, NVFP4 each block sum), so sharing one would widen it to the
+wider of each pair of operands. The step's format selects each slot's significand and
+exponent and the NaN flag.
+
+Residual
+--------
+``"2:4"`` wherever HiF4 or MXFP4 is in the set (``hif4spec.UnitSpec.residuals``): kept
+element ``j`` sits in micro-group ``j // 2`` in both formats' 2:4 layouts, so the 4:1
+selection of its weight element by its 2-bit position is shared, and so are its products
+and trees; the kept codes and positions pass an operand mux when both formats are in the
+set. The dense residual is not offered.
+
+Stages and lanes: the stage plan of :class:`hwgen.unit.DotUnit` (``stages`` 1..4); 64
+lanes only (``hif4spec.UnitSpec.lanes``; the registry refuses others with its one-line
+message).
+"""
+
+from functools import cache
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from hif4spec import (FORMAT_FIELD, FORMATS, format_residuals, payload_fields,
+                      residual_layout, step_layout, unit_spec)
+
+from .accum import TermSpec, accum_layout
+from .e2m1 import dot_sum_bits
+from .hif4 import TERM_BIAS as HIF4_BIAS
+from .hif4 import ScalePair, TermFormer
+from .mxfp4 import SCALE_EXP_BIAS as MXFP4_BIAS
+from .mxfp4 import SCALE_EXP_BITS as MXFP4_EXP_BITS
+from .mxfp4 import E8M0ScalePair
+from .nvfp4 import BLOCK_TERM_BITS, SCALE_SHIFT_BITS, SCALE_SIG_BITS, TERM_BITS, TERM_LSB
+from .nvfp4 import UE4M3ScalePair
+from .parts import Part, probe, times
+from .unit import DotUnit, adder_tree
+
+__all__ = ["SharedProduct", "OperandMux", "MultiDotUnit", "PRODUCT_BITS", "unit_class",
+           "slot_terms"]
+
+#: Signed width of one shared element product (|p| <= 49 << 4 = 784).
+PRODUCT_BITS = 11
+#: Largest shared product magnitude: HiF4 7 * 7 << 4; E2M1 3 * 3 << 4 = 144.
+MAX_PRODUCT = 7 * 7 << 4
+#: The element type of each format's elements that decodes as S1P2 (else E2M1).
+S1P2_TYPE = "S1P2"
+
+
+def _tree_bits(count):
+    """Signed width of a sum of ``count`` shared products."""
+    return (MAX_PRODUCT * count).bit_length() + 1
+
+
+class SharedProduct(wiring.Component):
+    """One signed element product for S1P2 (HiF4) and E2M1 (MXFP4, NVFP4) codes.
+
+    Parameters
+    ----------
+    s1p2 : bool
+        Whether the unit has an S1P2 format (else every code is E2M1 and the select and
+        micro-exponent shift inputs are absent).
+
+    Members
+    -------
+    a, w : In(4)
+        Element codes (bit 3 the sign).
+    sel : In(1)
+        1: the codes are S1P2, 0: E2M1 (with ``s1p2`` only).
+    shift : In(3)
+        The micro-group's ``b_a + c_a + b_w + c_w`` (0..4), used for S1P2 (with ``s1p2``).
+    p : Out(signed(11))
+        S1P2: ``(-1)**(sa^sw) * ka * kw << shift`` (units of 1/16); E2M1: ``a * w`` in
+        units of 1/4 (exactly :func:`hwgen.e2m1.e2m1_product_expr`).
+    """
+
+    def __init__(self, s1p2=True):
+        self._s1p2 = s1p2
+        members = {"a": In(4), "w": In(4), "p": Out(signed(PRODUCT_BITS))}
+        if s1p2:
+            members.update(sel=In(1), shift=In(3))
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+
+        def decode(x, name):
+            e, man = x[1:3], x[0]
+            mag, sh = Signal(3, name=f"{name}_mag"), Signal(2, name=f"{name}_sh")
+            e2m1_mag = Cat(man, e.any(), Const(0, 1))
+            e2m1_sh = Mux(e.any(), e - 1, 0)
+            if self._s1p2:
+                m.d.comb += [mag.eq(Mux(self.sel, x[0:3], e2m1_mag)),
+                             sh.eq(Mux(self.sel, 0, e2m1_sh))]
+            else:
+                m.d.comb += [mag.eq(e2m1_mag), sh.eq(e2m1_sh)]
+            return mag, sh
+
+        mag_a, sh_a = decode(self.a, "a")
+        mag_w, sh_w = decode(self.w, "w")
+        prod = Signal(6)
+        shift = Signal(3)
+        mag = Signal(PRODUCT_BITS - 1)
+        m.d.comb += [prod.eq(mag_a * mag_w),                      # the one 3x3-bit product
+                     shift.eq(Mux(self.sel, self.shift, sh_a + sh_w) if self._s1p2
+                              else sh_a + sh_w),
+                     mag.eq(prod << shift),
+                     self.p.eq(Mux(self.a[3] ^ self.w[3], -mag, mag))]
+        return m
+
+    def parts(self):
+        """The 3x3-bit sign-magnitude product, its 0..4 shift and the shift add; with S1P2
+        the select of each decode and of the shift (:mod:`hwgen.parts`)."""
+        out = [Part("smul", (3, 3)), Part("shl", (6, 5)), Part("add", (2,))]
+        if self._s1p2:
+            out.append(Part("mux", (2, 5), 2))
+            out.append(Part("mux", (2, 3)))
+        return out
+
+
+class OperandMux(wiring.Component):
+    """The bits of item ``i`` of one operand field in the step's format's layout.
+
+    Parameters
+    ----------
+    width : int
+        Bits of the operand field (``a``, ``w`` or ``r`` of the payload).
+    starts : tuple of tuple of int
+        ``starts[k][i]``: bit of item ``i`` in the layout of format code ``k``.
+    item_bits : int
+        Bits per item.
+    code_bits : int
+        Width of the format code.
+
+    Members
+    -------
+    x : In(width)
+    code : In(code_bits)
+    y : Out(ArrayLayout(item_bits, items))
+        Item ``i`` at ``x[starts[code][i]:+item_bits]``; a code beyond the table selects the
+        last format's bits.
+    """
+
+    def __init__(self, width, starts, item_bits, code_bits):
+        self._starts = tuple(tuple(s) for s in starts)
+        self._item_bits = item_bits
+        self._items = len(self._starts[0])
+        super().__init__({"x": In(width), "code": In(code_bits),
+                          "y": Out(data.ArrayLayout(item_bits, self._items))})
+
+    def elaborate(self, platform):
+        m = Module()
+        b = self._item_bits
+        for i in range(self._items):
+            choices = [self.x[s[i]:s[i] + b] for s in self._starts]
+            out = choices[-1]
+            for k in range(len(choices) - 2, -1, -1):
+                if self._starts[k][i] != self._starts[-1][i]:
+                    out = Mux(self.code == k, choices[k], out)
+            m.d.comb += self.y[i].eq(out)
+        return m
+
+    def muxed(self):
+        """Items whose bit differs between formats."""
+        return sum(len({s[i] for s in self._starts}) > 1 for i in range(self._items))
+
+    def parts(self):
+        """A ``len(formats)``:1 mux of ``item_bits`` per item whose bits differ between the
+        formats (:mod:`hwgen.parts`)."""
+        n = self.muxed()
+        return [Part("mux", (len(self._starts), self._item_bits), n)] if n else []
+
+
+#: NVFP4's terms as four block terms (``BLOCK_TERM_BITS`` signed bits at exponent field
+#: ``max(ea, 1) + max(ew, 1)``, 2..30, bias 22), where the unit has several term slots.
+NV_BLOCK_TERM = (BLOCK_TERM_BITS, SCALE_SHIFT_BITS, 22, 30)
+
+
+def _own_terms(fmt, residual, formats):
+    """``[(sig_bits, exp_bits, bias, exp_max), ...]``: the exact terms of a step of ``fmt``
+    in a unit combining ``formats``, in slot order (the residual's where ``fmt`` takes
+    ``residual``). HiF4 and MXFP4 hand over their own units' terms. NVFP4 hands over its
+    unit's one pre-added term (50 bits on the grid ``2**-20``) where no other format needs
+    a second slot, else its four block terms (:data:`NV_BLOCK_TERM`): the bounded back end
+    pairs or splits terms of at most 24 significand bits only, and a slot shared with a
+    second term must be one of those."""
+    res = residual if residual in format_residuals(fmt) else "none"
+    if fmt == "hif4":
+        out = [(_tree_bits(64) + 6, 7, HIF4_BIAS, 126)]
+        if res != "none":
+            out.append((_tree_bits(32) + 6, 7, HIF4_BIAS, 126))
+        return out
+    if fmt == "mxfp4":
+        spec = (MXFP4_EXP_BITS, MXFP4_BIAS, 2 * 254)
+        out = [(dot_sum_bits(32), *spec)] * 2
+        if res != "none":
+            out += [(dot_sum_bits(16), *spec)] * 2
+        return out
+    if fmt == "nvfp4":
+        others = [len(_own_terms(f, residual, formats)) for f in formats if f != fmt]
+        if max(others, default=1) <= 1:
+            return [(TERM_BITS, 1, -TERM_LSB, 0)]
+        return [NV_BLOCK_TERM] * 4
+    raise ValueError(f"a multi-format unit has no datapath for format {fmt!r}")
+
+
+def slot_terms(formats, residual):
+    """``(terms, offsets)``: the accumulator's term slots of a unit combining ``formats``
+    (``TermSpec`` ``t0``, ``t1``, ...) and ``offsets[fmt][k]``, the constant added to
+    format ``fmt``'s own exponent field of its ``k``-th term to put it on the slots' bias.
+
+    Every slot has the same bias (the largest of any format's terms) and exponent field
+    width, as the bounded back end's pair and split need; slot ``k``'s significand is as
+    wide as the widest ``k``-th term of a format and its ``exp_max`` the largest shifted
+    field."""
+    own = {f: _own_terms(f, residual, formats) for f in formats}
+    bias = max(t[2] for terms in own.values() for t in terms)
+    slots = max(len(t) for t in own.values())
+    tops, sigs = [], []
+    offsets = {f: [bias - t[2] for t in own[f]] for f in formats}
+    for k in range(slots):
+        users = [f for f in formats if k < len(own[f])]
+        tops.append(max(own[f][k][3] + offsets[f][k] for f in users))
+        sigs.append(max(own[f][k][0] for f in users))
+    exp_bits = max(tops).bit_length()
+    terms = [TermSpec(f"t{k}", sigs[k], exp_bits, bias, tops[k]) for k in range(slots)]
+    return terms, offsets
+
+
+def _starts(fmt_layout, field, count=None):
+    """Bit of each item of ``field`` in a step layout (the first ``count`` items)."""
+    pos = fmt_layout.positions(field)
+    return pos if count is None else pos[:count]
+
+
+class MultiDotUnit(DotUnit):
+    """A multi-format dot-product unit (see the module docstring); ``unit`` names one of the
+    registry's multi-format units, whose ``formats`` it reads."""
+
+    @property
+    def formats(self):
+        return unit_spec(self.unit).formats
+
+    def _payload_layout(self):
+        self._term_specs = tuple(self._terms())
+        return data.StructLayout({name: unsigned(bits) for name, bits
+                                  in payload_fields(self.unit, self._residual)})
+
+    def _terms(self):
+        return slot_terms(self.formats, self._residual)[0]
+
+    def _sum_fields(self):
+        return []
+
+    def _res_formats(self):
+        """The unit's formats whose steps use ``r``."""
+        if self._residual == "none":
+            return ()
+        return tuple(f for f in self.formats if self._residual in format_residuals(f))
+
+    def _nv_presum(self):
+        """Whether NVFP4's block terms are pre-added into one (:func:`_own_terms`)."""
+        return len(_own_terms("nvfp4", self._residual, self.formats)) == 1
+
+    def _s1p2(self):
+        return any(FORMATS[f].elem_type == S1P2_TYPE for f in self.formats)
+
+    def _muxes(self):
+        """``{name: OperandMux}`` of the step: elements of ``a`` and ``w`` and, with the
+        residual, kept codes and positions of ``r``."""
+        widths = dict(payload_fields(self.unit, self._residual))
+        code_bits = widths[FORMAT_FIELD]
+        elem = [_starts(step_layout(f), "elem") for f in self.formats]
+        out = {"a": OperandMux(widths["a"], elem, 4, code_bits),
+               "w": OperandMux(widths["w"], elem, 4, code_bits)}
+        res = self._res_formats()
+        if res:
+            # a format without the residual takes the first residual format's bits: its
+            # products are not used
+            lays = [residual_layout(f if f in res else res[0], self._residual)
+                    for f in self.formats]
+            out["r"] = OperandMux(widths["r"], [_starts(x, "elem") for x in lays], 4,
+                                  code_bits)
+            out["pos"] = OperandMux(widths["r"], [_starts(x, "pos") for x in lays], 2,
+                                    code_bits)
+        return out
+
+    def _front(self, m, p, index, out):
+        formats, residual = self.formats, self._residual
+        code = p[FORMAT_FIELD]
+        is_fmt = {f: Signal(name=f"is_{f}") for f in formats}
+        for k, f in enumerate(formats):
+            m.d.comb += is_fmt[f].eq(code == k if k < len(formats) - 1 else code >= k)
+        s1p2 = self._s1p2()
+        muxes = self._muxes()
+        for name, mux in muxes.items():
+            m.submodules[f"mux_{name}"] = mux
+            m.d.comb += [mux.x.eq(p["w" if name == "w" else "a" if name == "a" else "r"]),
+                         mux.code.eq(code)]
+        hif4 = step_layout("hif4")
+
+        def micro_shifts(x, lay, prefix):
+            """HiF4 micro-exponent bits of each micro-group: L3 + L2 (0..2)."""
+            l3, l2 = lay.positions("l3"), lay.positions("l2")
+            out = []
+            for g in range(len(l3)):
+                s = Signal(2, name=f"{prefix}_mx{g}")
+                m.d.comb += s.eq(x[l3[g]] + x[l2[g // 2]])
+                out.append(s)
+            return out
+
+        def products(prefix, a_codes, w_codes, shifts):
+            out = []
+            for i, (ac, wc) in enumerate(zip(a_codes, w_codes)):
+                m.submodules[f"{prefix}{i}"] = sp = SharedProduct(s1p2)
+                m.d.comb += [sp.a.eq(ac), sp.w.eq(wc)]
+                if s1p2:
+                    m.d.comb += [sp.sel.eq(is_fmt["hif4"]), sp.shift.eq(shifts[i])]
+                out.append(sp.p)
+            return out
+
+        a_el = [muxes["a"].y[i] for i in range(64)]
+        w_el = [muxes["w"].y[i] for i in range(64)]
+        w_mx = micro_shifts(p.w, hif4, "w") if s1p2 else None
+        shifts = None
+        if s1p2:
+            a_mx = micro_shifts(p.a, hif4, "a")
+            shifts = []
+            for g in range(16):
+                s = Signal(3, name=f"sh{g}")
+                m.d.comb += s.eq(a_mx[g] + w_mx[g])
+                shifts += [s] * 4
+        prods = products("p", a_el, w_el, shifts)
+        s16 = [adder_tree(prods[16 * j:16 * j + 16], m=m, name=f"s16_{j}") for j in range(4)]
+        s32 = [adder_tree(s16[2 * b:2 * b + 2], m=m, name=f"s32_{b}") for b in range(2)]
+        s64 = adder_tree(s32, m=m, name="s64")
+
+        own, nan = {}, {}
+        if "hif4" in formats:
+            m.submodules.hif4_scale = sc = ScalePair()
+            m.submodules.hif4_term = tm = TermFormer(len(s64))
+            at = hif4.spec.fields["scale"].offset
+            m.d.comb += [sc.a.eq(p.a[at:at + 8]), sc.w.eq(p.w[at:at + 8]),
+                         tm.sum.eq(s64), tm.mant.eq(sc.mant)]
+            own["hif4"] = [(tm.sig, sc.exp)]
+            nan["hif4"] = [sc.nan]
+        if "mxfp4" in formats:
+            lay = step_layout("mxfp4")
+            sc_at = lay.positions("scale")
+            terms = []
+            nan["mxfp4"] = []
+            for b in range(2):
+                m.submodules[f"mx_scale{b}"] = sp = E8M0ScalePair()
+                m.d.comb += [sp.sa.eq(p.a[sc_at[b]:sc_at[b] + 8]),
+                             sp.sw.eq(p.w[sc_at[b]:sc_at[b] + 8])]
+                terms.append((s32[b], sp.exp))
+                nan["mxfp4"].append(sp.nan)
+            own["mxfp4"] = terms
+        if "nvfp4" in formats:
+            lay = step_layout("nvfp4")
+            sc_at = lay.positions("scale")
+            blocks, nan["nvfp4"] = [], []
+            for j in range(4):
+                m.submodules[f"nv_scale{j}"] = sp = UE4M3ScalePair()
+                m.d.comb += [sp.sa.eq(p.a[sc_at[j]:sc_at[j] + 8]),
+                             sp.sw.eq(p.w[sc_at[j]:sc_at[j] + 8])]
+                bsum = Signal(signed(dot_sum_bits(16)), name=f"nv_sum{j}")
+                m.d.comb += bsum.eq(s16[j])         # exact: E2M1 block sums fit 13 bits
+                term = Signal(signed(BLOCK_TERM_BITS), name=f"nv_bterm{j}")
+                m.d.comb += term.eq(bsum * sp.sig)
+                blocks.append((term, sp.shift))
+                nan["nvfp4"].append(sp.nan)
+            if self._nv_presum():
+                aligned = []
+                for j, (term, shift) in enumerate(blocks):
+                    al = Signal(signed(TERM_BITS), name=f"nv_aligned{j}")
+                    m.d.comb += al.eq(term << shift)
+                    aligned.append(al)
+                total = Signal(signed(TERM_BITS), name="nv_t")
+                m.d.comb += total.eq(sum(aligned))
+                own["nvfp4"] = [(total, Const(0, 1))]
+            else:                       # field max(ea, 1) + max(ew, 1) = shift + 2
+                own["nvfp4"] = [(term, shift + 2) for term, shift in blocks]
+
+        res = self._res_formats()
+        if res:
+            kept = [muxes["r"].y[j] for j in range(32)]
+            pos = [muxes["pos"].y[j] for j in range(32)]
+            wsel = []
+            for j in range(32):
+                g = j // 2
+                s = Signal(4, name=f"wsel{j}")
+                m.d.comb += s.eq(Cat(*w_el[4 * g:4 * g + 4]).word_select(pos[j], 4))
+                wsel.append(s)
+            rshifts = None
+            if s1p2:
+                r_mx = micro_shifts(p.r, residual_layout("hif4", residual), "r")
+                rshifts = []
+                for g in range(16):
+                    s = Signal(3, name=f"rsh{g}")
+                    m.d.comb += s.eq(r_mx[g] + w_mx[g])
+                    rshifts += [s] * 2
+            rprods = products("q", kept, wsel, rshifts)
+            r16 = [adder_tree(rprods[16 * b:16 * b + 16], m=m, name=f"r16_{b}")
+                   for b in range(2)]
+            r32 = adder_tree(r16, m=m, name="r32")
+            if "hif4" in res:
+                m.submodules.hif4_rscale = sr = ScalePair()
+                m.submodules.hif4_rterm = tr = TermFormer(len(r32))
+                at = residual_layout("hif4", residual).spec.fields["scale"].offset
+                wat = hif4.spec.fields["scale"].offset
+                m.d.comb += [sr.a.eq(p.r[at:at + 8]), sr.w.eq(p.w[wat:wat + 8]),
+                             tr.sum.eq(r32), tr.mant.eq(sr.mant)]
+                own["hif4"].append((tr.sig, sr.exp))
+                nan["hif4"].append(sr.nan)
+            if "mxfp4" in res:
+                rat = residual_layout("mxfp4", residual).positions("scale")
+                wat = step_layout("mxfp4").positions("scale")
+                for b in range(2):
+                    m.submodules[f"mx_rscale{b}"] = sp = E8M0ScalePair()
+                    m.d.comb += [sp.sa.eq(p.r[rat[b]:rat[b] + 8]),
+                                 sp.sw.eq(p.w[wat[b]:wat[b] + 8])]
+                    own["mxfp4"].append((r16[b], sp.exp))
+                    nan["mxfp4"].append(sp.nan)
+
+        terms, offsets = slot_terms(formats, residual)
+        for k, t in enumerate(terms):
+            sig, exp = Const(0, signed(t.sig_bits)), Const(0, t.exp_bits)
+            for f in reversed(formats):
+                if k < len(own[f]):
+                    fsig, fexp = own[f][k]
+                    sig = Mux(is_fmt[f], fsig, sig)
+                    exp = Mux(is_fmt[f], fexp + offsets[f][k], exp)
+            m.d.comb += [out[f"{t.name}_sig"].eq(sig), out[f"{t.name}_exp"].eq(exp)]
+        step_nan = Const(0, 1)
+        for f in formats:
+            step_nan = Mux(is_fmt[f], Cat(*nan[f]).any(), step_nan)
+        m.d.comb += [out.nan.eq(step_nan), out.first.eq(p.first), out.last.eq(p.last)]
+        return {}
+
+    def _front_parts(self):
+        """The front end: the operand muxes, the shared products (64, and 32 for the 2:4
+        residual, each with its 4:1 weight selection), the HiF4 micro-exponent adds, the
+        block-sum trees (16-element trees, then the 32- and 64-element adds), each format's
+        scale path (HiF4: :class:`hwgen.hif4.ScalePair` and :class:`hwgen.hif4.TermFormer`;
+        MXFP4: :class:`hwgen.mxfp4.E8M0ScalePair` per block pair; NVFP4:
+        :class:`hwgen.nvfp4.UE4M3ScalePair`, the 13x8-bit block product and the 0..28 shift
+        per block, their sum), the format decode and each slot's selection
+        (:mod:`hwgen.parts`)."""
+        formats, s1p2 = self.formats, self._s1p2()
+        n = len(formats)
+        out = []
+        for mux in self._muxes().values():
+            out += probe(mux).parts()
+        prod = probe(SharedProduct(s1p2)).parts()
+        res = self._res_formats()
+        count = 64 + (32 if res else 0)
+        out += times(prod, count)
+        if s1p2:
+            groups = 16 * (2 if res else 1)
+            out += [Part("add", (2,), 16 * (3 if res else 2)), Part("add", (3,), groups)]
+        out += [Part("tree", (16, PRODUCT_BITS), 4), Part("add", (_tree_bits(16),), 2),
+                Part("add", (_tree_bits(32),))]
+        if res:
+            out += [Part("mux", (4, 4), 32), Part("tree", (16, PRODUCT_BITS), 2),
+                    Part("add", (_tree_bits(16),))]
+        scale = {"hif4": lambda sums: probe(ScalePair()).parts()
+                 + probe(TermFormer(sums)).parts(),
+                 "mxfp4": lambda sums: probe(E8M0ScalePair()).parts()}
+        if "hif4" in formats:
+            out += scale["hif4"](_tree_bits(64))
+            if "hif4" in res:
+                out += scale["hif4"](_tree_bits(32))
+        if "mxfp4" in formats:
+            out += times(scale["mxfp4"](0), 4 if "mxfp4" in res else 2)
+        if "nvfp4" in formats:
+            product = dot_sum_bits(16) + SCALE_SIG_BITS
+            out += [*times(probe(UE4M3ScalePair()).parts(), 4),
+                    Part("smulx", (dot_sum_bits(16), SCALE_SIG_BITS + 1), 4)]
+            if self._nv_presum():
+                out += [Part("wshl", (product, 28 + 1, TERM_BITS), 4),
+                        Part("addn", (4, TERM_BITS))]
+        out.append(Part("cmp", ((n - 1).bit_length(),), n))
+        terms, offsets = slot_terms(formats, self._residual)
+        for k, t in enumerate(terms):
+            users = [f for f in formats if k < len(offsets[f])]
+            out.append(Part("mux", (len(users) + 1, t.sig_bits + t.exp_bits)))
+            out.append(Part("add", (t.exp_bits,), sum(offsets[f][k] != 0 for f in users)))
+        out.append(Part("mux", (n, 1)))
+        return out
+
+
+@cache
+def unit_class(name):
+    """The :class:`MultiDotUnit` subclass of registered multi-format unit ``name``."""
+    spec = unit_spec(name)
+    if not spec.formats:
+        raise ValueError(f"unit {name!r} is not a multi-format unit")
+    return type(f"MultiDotUnit_{name}", (MultiDotUnit,), {"unit": name,
+                                                          "__module__": __name__})
+
+
+def __getattr__(name):
+    """``hwgen.multi.<unit name>``: the class the registry's ``builder`` of a multi-format
+    unit names (``"hwgen.multi:<unit name>"``)."""
+    try:
+        spec = unit_spec(name)
+    except ValueError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    if not spec.formats:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return unit_class(name)
