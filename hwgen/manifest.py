@@ -11,6 +11,9 @@ Keys (sorted, 2-space indent, trailing newline; deterministic):
 ``ports``         ``[{"name", "direction", "width"}]`` in Verilog port order
                   (``clk``, ``rst``, ``i__valid``, ``i__ready``, ``i__payload``,
                   ``o__valid``, ``o__ready``, ``o__payload``).
+``formats``       a multi-format unit's formats (``hif4spec.UnitSpec.formats``): the payload's
+                  ``fmt`` field holds a step's format's index in this list (other units
+                  have no such key).
 ``payload``       ``{field: {"offset", "width"}}`` of ``i__payload``, low bits first
                   (``hif4spec.payload_fields``): a dot unit's step (``a``, ``w``, ``r`` if
                   present, ``first``, ``last``); an encoder's beat (``x``: ``lanes`` BF16
@@ -106,7 +109,9 @@ def manifest(unit):
     payload = {}
     for name, fld in unit.payload_layout:
         payload[name] = {"offset": fld.offset, "width": fld.width}
+    formats = unit_spec(unit.unit).formats
     return {
+        **({"formats": list(formats)} if formats else {}),
         "module": unit.module_name,
         "unit": unit.unit,
         "kind": unit_spec(unit.unit).kind,
