@@ -77,7 +77,7 @@ from amaranth.lib.wiring import In, Out
 from hif4spec import (FORMAT_FIELD, FORMATS, format_residuals, payload_fields,
                       residual_layout, step_layout, unit_spec)
 
-from .accum import TermSpec, accum_layout
+from .accum import TermSpec
 from .e2m1 import dot_sum_bits
 from .hif4 import TERM_BIAS as HIF4_BIAS
 from .hif4 import ScalePair, TermFormer
@@ -89,8 +89,8 @@ from .nvfp4 import UE4M3ScalePair
 from .parts import Part, probe, times
 from .unit import DotUnit, adder_tree
 
-__all__ = ["SharedProduct", "OperandMux", "MultiDotUnit", "PRODUCT_BITS", "unit_class",
-           "slot_terms"]
+__all__ = ["SharedProduct", "OperandMux", "ElementProducts", "MultiDotUnit", "PRODUCT_BITS",
+           "unit_class", "slot_terms"]
 
 #: Signed width of one shared element product (|p| <= 49 << 4 = 784).
 PRODUCT_BITS = 11
@@ -286,6 +286,150 @@ def _starts(fmt_layout, field, count=None):
     return pos if count is None else pos[:count]
 
 
+class ElementProducts(wiring.Component):
+    """The shared front of a multi-format unit: operand muxes and element products.
+
+    Parameters
+    ----------
+    formats : tuple of str
+        The unit's formats (format code ``k`` is ``formats[k]``).
+    residual : str
+        The unit's residual mode.
+    widths : dict
+        ``{field: bits}`` of the unit's payload (``hif4spec.payload_fields``).
+
+    Members
+    -------
+    a, w : In(widths["a"])
+        The payload's operand fields.
+    r : In(widths["r"])
+        The residual field (where a format takes the residual; ``has_residual``).
+    code : In(widths["fmt"])
+        The step's format code.
+    p : Out(ArrayLayout(signed(11), 64))
+        Product ``i`` of element ``i`` of ``a`` and ``w`` in the step's format
+        (:class:`SharedProduct`; for HiF4 shifted by element ``i``'s micro-group's
+        ``b_a + c_a + b_w + c_w``).
+    q : Out(ArrayLayout(signed(11), 32))
+        Product of kept residual element ``j`` and the weight element its position selects
+        in micro-group ``j // 2`` (HiF4: shifted by ``b_r + c_r + b_w + c_w``).
+    """
+
+    def __init__(self, formats, residual, widths):
+        self._formats = tuple(formats)
+        self._residual = residual
+        self._widths = dict(widths)
+        self._res = tuple(f for f in formats
+                          if residual != "none" and residual in format_residuals(f))
+        self._s1p2 = any(FORMATS[f].elem_type == S1P2_TYPE for f in formats)
+        members = {"a": In(widths["a"]), "w": In(widths["w"]),
+                   "code": In(widths[FORMAT_FIELD]),
+                   "p": Out(data.ArrayLayout(signed(PRODUCT_BITS), 64))}
+        if self._res:
+            members.update(r=In(widths["r"]),
+                           q=Out(data.ArrayLayout(signed(PRODUCT_BITS), 32)))
+        super().__init__(members)
+
+    has_residual = property(lambda self: bool(self._res))
+    #: The formats whose steps use ``r``.
+    residual_formats = property(lambda self: self._res)
+
+    def muxes(self):
+        """``{name: OperandMux}``: elements of ``a`` and ``w`` and, with the residual, kept
+        codes and positions of ``r`` (a format without the residual takes the first
+        residual format's bits: its residual products are not used)."""
+        widths, code_bits = self._widths, self._widths[FORMAT_FIELD]
+        elem = [_starts(step_layout(f), "elem") for f in self._formats]
+        out = {"a": OperandMux(widths["a"], elem, 4, code_bits),
+               "w": OperandMux(widths["w"], elem, 4, code_bits)}
+        if self._res:
+            lays = [residual_layout(f if f in self._res else self._res[0], self._residual)
+                    for f in self._formats]
+            out["r"] = OperandMux(widths["r"], [_starts(x, "elem") for x in lays], 4,
+                                  code_bits)
+            out["pos"] = OperandMux(widths["r"], [_starts(x, "pos") for x in lays], 2,
+                                    code_bits)
+        return out
+
+    def elaborate(self, platform):
+        m = Module()
+        s1p2 = self._s1p2
+        hif4_code = self._formats.index("hif4") if s1p2 else None
+        muxes = self.muxes()
+        for name, mux in muxes.items():
+            m.submodules[f"mux_{name}"] = mux
+            source = {"a": self.a, "w": self.w}.get(name, self.r if self._res else None)
+            m.d.comb += [mux.x.eq(source), mux.code.eq(self.code)]
+        sel = Signal()
+        if s1p2:
+            m.d.comb += sel.eq(self.code == hif4_code)
+        hif4 = step_layout("hif4")
+
+        def micro_shifts(x, lay, prefix):
+            """HiF4 micro-exponent bits of each micro-group: L3 + L2 (0..2)."""
+            l3, l2 = lay.positions("l3"), lay.positions("l2")
+            out = []
+            for g in range(len(l3)):
+                s = Signal(2, name=f"{prefix}_mx{g}")
+                m.d.comb += s.eq(x[l3[g]] + x[l2[g // 2]])
+                out.append(s)
+            return out
+
+        def shifts_of(x_mx, w_mx, per, prefix):
+            out = []
+            for g in range(16):
+                s = Signal(3, name=f"{prefix}{g}")
+                m.d.comb += s.eq(x_mx[g] + w_mx[g])
+                out += [s] * per
+            return out
+
+        def products(prefix, a_codes, w_codes, shifts, dest):
+            for i, (ac, wc) in enumerate(zip(a_codes, w_codes)):
+                m.submodules[f"{prefix}{i}"] = sp = SharedProduct(s1p2)
+                m.d.comb += [sp.a.eq(ac), sp.w.eq(wc), dest[i].eq(sp.p)]
+                if s1p2:
+                    m.d.comb += [sp.sel.eq(sel), sp.shift.eq(shifts[i])]
+
+        a_el = [muxes["a"].y[i] for i in range(64)]
+        w_el = [muxes["w"].y[i] for i in range(64)]
+        w_mx = micro_shifts(self.w, hif4, "w") if s1p2 else None
+        shifts = (shifts_of(micro_shifts(self.a, hif4, "a"), w_mx, 4, "sh") if s1p2
+                  else None)
+        products("p", a_el, w_el, shifts, self.p)
+        if self._res:
+            kept = [muxes["r"].y[j] for j in range(32)]
+            pos = [muxes["pos"].y[j] for j in range(32)]
+            wsel = []
+            for j in range(32):
+                g = j // 2
+                s = Signal(4, name=f"wsel{j}")
+                m.d.comb += s.eq(Cat(*w_el[4 * g:4 * g + 4]).word_select(pos[j], 4))
+                wsel.append(s)
+            rshifts = None
+            if s1p2:
+                r_mx = micro_shifts(self.r, residual_layout("hif4", self._residual), "r")
+                rshifts = shifts_of(r_mx, w_mx, 2, "rsh")
+            products("q", kept, wsel, rshifts, self.q)
+        return m
+
+    def parts(self):
+        """The operand muxes, the shared products (64, 32 more for the residual, each with
+        its 4:1 weight selection) and, with S1P2, the micro-exponent adds
+        (:mod:`hwgen.parts`)."""
+        out = []
+        for mux in self.muxes().values():
+            out += probe(mux).parts()
+        count = 64 + (32 if self._res else 0)
+        out += times(probe(SharedProduct(self._s1p2)).parts(), count)
+        if self._res:
+            out.append(Part("mux", (4, 4), 32))
+        if self._s1p2:
+            groups = 16 * (2 if self._res else 1)
+            out += [Part("add", (2,), 16 * (3 if self._res else 2)),
+                    Part("add", (3,), groups)]
+        return out
+
+
 class MultiDotUnit(DotUnit):
     """A multi-format dot-product unit (see the module docstring); ``unit`` names one of the
     registry's multi-format units, whose ``formats`` it reads."""
@@ -318,72 +462,19 @@ class MultiDotUnit(DotUnit):
     def _s1p2(self):
         return any(FORMATS[f].elem_type == S1P2_TYPE for f in self.formats)
 
-    def _muxes(self):
-        """``{name: OperandMux}`` of the step: elements of ``a`` and ``w`` and, with the
-        residual, kept codes and positions of ``r``."""
-        widths = dict(payload_fields(self.unit, self._residual))
-        code_bits = widths[FORMAT_FIELD]
-        elem = [_starts(step_layout(f), "elem") for f in self.formats]
-        out = {"a": OperandMux(widths["a"], elem, 4, code_bits),
-               "w": OperandMux(widths["w"], elem, 4, code_bits)}
-        res = self._res_formats()
-        if res:
-            # a format without the residual takes the first residual format's bits: its
-            # products are not used
-            lays = [residual_layout(f if f in res else res[0], self._residual)
-                    for f in self.formats]
-            out["r"] = OperandMux(widths["r"], [_starts(x, "elem") for x in lays], 4,
-                                  code_bits)
-            out["pos"] = OperandMux(widths["r"], [_starts(x, "pos") for x in lays], 2,
-                                    code_bits)
-        return out
-
     def _front(self, m, p, index, out):
         formats, residual = self.formats, self._residual
         code = p[FORMAT_FIELD]
         is_fmt = {f: Signal(name=f"is_{f}") for f in formats}
         for k, f in enumerate(formats):
             m.d.comb += is_fmt[f].eq(code == k if k < len(formats) - 1 else code >= k)
-        s1p2 = self._s1p2()
-        muxes = self._muxes()
-        for name, mux in muxes.items():
-            m.submodules[f"mux_{name}"] = mux
-            m.d.comb += [mux.x.eq(p["w" if name == "w" else "a" if name == "a" else "r"]),
-                         mux.code.eq(code)]
+        m.submodules.products = ep = ElementProducts(self.formats, residual,
+                                                     dict(payload_fields(self.unit, residual)))
+        m.d.comb += [ep.a.eq(p.a), ep.w.eq(p.w), ep.code.eq(code)]
+        if ep.has_residual:
+            m.d.comb += ep.r.eq(p.r)
         hif4 = step_layout("hif4")
-
-        def micro_shifts(x, lay, prefix):
-            """HiF4 micro-exponent bits of each micro-group: L3 + L2 (0..2)."""
-            l3, l2 = lay.positions("l3"), lay.positions("l2")
-            out = []
-            for g in range(len(l3)):
-                s = Signal(2, name=f"{prefix}_mx{g}")
-                m.d.comb += s.eq(x[l3[g]] + x[l2[g // 2]])
-                out.append(s)
-            return out
-
-        def products(prefix, a_codes, w_codes, shifts):
-            out = []
-            for i, (ac, wc) in enumerate(zip(a_codes, w_codes)):
-                m.submodules[f"{prefix}{i}"] = sp = SharedProduct(s1p2)
-                m.d.comb += [sp.a.eq(ac), sp.w.eq(wc)]
-                if s1p2:
-                    m.d.comb += [sp.sel.eq(is_fmt["hif4"]), sp.shift.eq(shifts[i])]
-                out.append(sp.p)
-            return out
-
-        a_el = [muxes["a"].y[i] for i in range(64)]
-        w_el = [muxes["w"].y[i] for i in range(64)]
-        w_mx = micro_shifts(p.w, hif4, "w") if s1p2 else None
-        shifts = None
-        if s1p2:
-            a_mx = micro_shifts(p.a, hif4, "a")
-            shifts = []
-            for g in range(16):
-                s = Signal(3, name=f"sh{g}")
-                m.d.comb += s.eq(a_mx[g] + w_mx[g])
-                shifts += [s] * 4
-        prods = products("p", a_el, w_el, shifts)
+        prods = [ep.p[i] for i in range(64)]
         s16 = [adder_tree(prods[16 * j:16 * j + 16], m=m, name=f"s16_{j}") for j in range(4)]
         s32 = [adder_tree(s16[2 * b:2 * b + 2], m=m, name=f"s32_{b}") for b in range(2)]
         s64 = adder_tree(s32, m=m, name="s64")
@@ -437,23 +528,7 @@ class MultiDotUnit(DotUnit):
 
         res = self._res_formats()
         if res:
-            kept = [muxes["r"].y[j] for j in range(32)]
-            pos = [muxes["pos"].y[j] for j in range(32)]
-            wsel = []
-            for j in range(32):
-                g = j // 2
-                s = Signal(4, name=f"wsel{j}")
-                m.d.comb += s.eq(Cat(*w_el[4 * g:4 * g + 4]).word_select(pos[j], 4))
-                wsel.append(s)
-            rshifts = None
-            if s1p2:
-                r_mx = micro_shifts(p.r, residual_layout("hif4", residual), "r")
-                rshifts = []
-                for g in range(16):
-                    s = Signal(3, name=f"rsh{g}")
-                    m.d.comb += s.eq(r_mx[g] + w_mx[g])
-                    rshifts += [s] * 2
-            rprods = products("q", kept, wsel, rshifts)
+            rprods = [ep.q[j] for j in range(32)]
             r16 = [adder_tree(rprods[16 * b:16 * b + 16], m=m, name=f"r16_{b}")
                    for b in range(2)]
             r32 = adder_tree(r16, m=m, name="r32")
@@ -500,22 +575,15 @@ class MultiDotUnit(DotUnit):
         :class:`hwgen.nvfp4.UE4M3ScalePair`, the 13x8-bit block product and the 0..28 shift
         per block, their sum), the format decode and each slot's selection
         (:mod:`hwgen.parts`)."""
-        formats, s1p2 = self.formats, self._s1p2()
+        formats = self.formats
         n = len(formats)
-        out = []
-        for mux in self._muxes().values():
-            out += probe(mux).parts()
-        prod = probe(SharedProduct(s1p2)).parts()
         res = self._res_formats()
-        count = 64 + (32 if res else 0)
-        out += times(prod, count)
-        if s1p2:
-            groups = 16 * (2 if res else 1)
-            out += [Part("add", (2,), 16 * (3 if res else 2)), Part("add", (3,), groups)]
+        out = probe(ElementProducts(formats, self._residual,
+                                    dict(payload_fields(self.unit, self._residual)))).parts()
         out += [Part("tree", (16, PRODUCT_BITS), 4), Part("add", (_tree_bits(16),), 2),
                 Part("add", (_tree_bits(32),))]
         if res:
-            out += [Part("mux", (4, 4), 32), Part("tree", (16, PRODUCT_BITS), 2),
+            out += [Part("tree", (16, PRODUCT_BITS), 2),
                     Part("add", (_tree_bits(16),))]
         scale = {"hif4": lambda sums: probe(ScalePair()).parts()
                  + probe(TermFormer(sums)).parts(),
