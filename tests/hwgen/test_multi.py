@@ -1,0 +1,103 @@
+"""The multi-format dot units (``hwgen.multi``): registry entries, payload, term slots, and
+one configuration switching among HiF4, MXFP4 and NVFP4 simulated against the golden model.
+"""
+
+import numpy as np
+import pytest
+
+from hif4spec import (FORMAT_FIELD, MULTI_FORMATS, UNITS, all_configs, module_name,
+                      parse_module_name, payload_fields, resolve, standard_set, units_of_kind)
+from hwgen.accum import AccumSpec
+from hwgen.multi import _own_terms, slot_terms
+from hwgen.units import build_unit
+
+MULTI = [u.name for u in UNITS.values() if u.formats]
+
+
+def test_every_set_of_two_or_more_formats_is_a_unit():
+    sets = {UNITS[u].formats for u in MULTI}
+    assert sets == {("hif4", "mxfp4", "nvfp4"), ("hif4", "mxfp4"), ("hif4", "nvfp4"),
+                    ("mxfp4", "nvfp4")}
+    for u in MULTI:
+        spec = UNITS[u]
+        assert u == "_".join(("tc4", *spec.formats))
+        assert spec.residuals == ("none", "2:4") and spec.lanes == (64,)
+        assert set(spec.formats) <= set(MULTI_FORMATS)
+        # outside the synthesized grids, reached by name
+        assert u not in {x.name for x in units_of_kind("dot")}
+        assert u not in {c[0] for c in all_configs()} | {n for n, _ in standard_set()}
+        assert u in {x.name for x in units_of_kind("dot", grid=False)}
+        for cfg in all_configs("dot", grid=False):
+            if cfg[0] == u:
+                assert parse_module_name(module_name(*cfg)) == (*cfg, "bounded")
+
+
+def test_other_lane_counts_are_refused_with_one_line():
+    with pytest.raises(ValueError, match=r"^Lane count of tc4_hif4_nvfp4 must be one of 64, "
+                                         r"not 16$"):
+        resolve("tc4_hif4_nvfp4", lanes=16)
+    with pytest.raises(ValueError, match="Residual mode"):
+        resolve("tc4_mxfp4_nvfp4", residual="dense")
+
+
+def test_payload_is_the_widest_step_and_a_format_field():
+    assert payload_fields("tc4_hif4_mxfp4_nvfp4", "2:4") == [
+        ("a", 288), ("w", 288), ("r", 224), (FORMAT_FIELD, 2), ("first", 1), ("last", 1)]
+    assert payload_fields("tc4_mxfp4_nvfp4", "2:4") == [
+        ("a", 288), ("w", 288), ("r", 208), (FORMAT_FIELD, 1), ("first", 1), ("last", 1)]
+    assert payload_fields("tc4_hif4_mxfp4", "none") == [
+        ("a", 288), ("w", 288), (FORMAT_FIELD, 1), ("first", 1), ("last", 1)]
+
+
+@pytest.mark.parametrize("unit", MULTI)
+@pytest.mark.parametrize("residual", ["none", "2:4"])
+def test_term_slots_hold_every_formats_terms(unit, residual):
+    """Each format's term ``k`` fits slot ``k``: as wide a significand, and its exponent
+    field range shifted onto the slot's bias within the slot's field; the slots share one
+    bias and field width (what the bounded back end's pair and split take), and the
+    bounded back end builds for them."""
+    formats = UNITS[unit].formats
+    terms, offsets = slot_terms(formats, residual)
+    assert len({(t.bias, t.exp_bits) for t in terms}) == 1
+    for f in formats:
+        own = _own_terms(f, residual, formats)
+        assert len(own) == len(offsets[f]) <= len(terms)
+        for k, (sig, _, bias, top) in enumerate(own):
+            assert sig <= terms[k].sig_bits
+            assert offsets[f][k] == terms[k].bias - bias >= 0
+            assert top + offsets[f][k] <= terms[k].exp_max
+    if len(terms) > 1:
+        assert max(t.sig_bits for t in terms) <= 24
+    AccumSpec(terms)
+    unit_obj = build_unit(unit, residual=residual)
+    assert [t.name for t in unit_obj.terms] == [f"t{k}" for k in range(len(terms))]
+
+
+def test_manifest_lists_the_format_field(tmp_path):
+    from sim.bench.runner import generate_cached
+
+    params = resolve("tc4_hif4_mxfp4_nvfp4", residual="2:4")
+    _, manifest = generate_cached("tc4_hif4_mxfp4_nvfp4", params, tmp_path / "rtl")
+    assert manifest["unit"] == "tc4_hif4_mxfp4_nvfp4"
+    assert manifest["formats"] == list(MULTI_FORMATS)
+    assert manifest["payload"][FORMAT_FIELD] == {"offset": 800, "width": 2}
+    assert manifest["ii"] == 1 and manifest["structure"]
+
+
+def test_three_format_unit_matches_the_golden_model_across_switches():
+    """The default suite's simulation of a multi-format unit: HiF4, MXFP4 and NVFP4 steps
+    with the 2:4 residual, every format's named cases then random, cancelling and
+    NaN/Inf-rich K-loops of the three formats interleaved, with random stalls, on the
+    compiled harness (its build is cached under ``build/fast``)."""
+    from sim.bench.runner import make_stream, verify
+
+    unit, params = "tc4_hif4_mxfp4_nvfp4", {"residual": "2:4", "stages": 2, "lanes": 64,
+                                             "accum": "bounded"}
+    res = verify(unit, **params, vectors=6000, seed=11, engine="fast")
+    assert res["engine"] == "fast" and res["steps"] == 6000
+    assert res["mismatches"] == 0 and not res["timeout"] and res["checked"] > 500
+    s = make_stream(unit, params["residual"], 6000, 11)
+    counts = np.bincount(s["fmt"], minlength=3)
+    assert (counts > 1000).all()
+    switches = np.flatnonzero(np.diff(s["fmt"].astype(int)) != 0) + 1
+    assert len(switches) > 100 and s["first"][switches].all()
