@@ -587,9 +587,5 @@ def edge_cases(unit, residual="none"):
 
 
 def named_cases(unit, residual="none"):
-    """``[(name, stream), ...]``: :func:`sim.stimulus.checked_cases` then :func:`edge_cases`
-    (a multi-format unit's: every format's, :func:`sim.stimulus.multi.named_cases`)."""
-    if unit_spec(unit).formats:
-        from .multi import named_cases as multi_cases
-        return multi_cases(unit, residual)
+    """``[(name, stream), ...]``: :func:`sim.stimulus.checked_cases` then :func:`edge_cases`."""
     return checked_cases(unit, residual) + edge_cases(unit, residual)

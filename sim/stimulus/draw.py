@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from hif4spec import ELEMENT_TYPES, FORMATS, ResidualBlockSpec, unit_spec
+from hif4spec import ELEMENT_TYPES, FORMATS, ResidualBlockSpec
 
 from .streams import concat, layouts, loop_flags
 
@@ -94,11 +94,7 @@ def random_steps(unit, n, rng, residual="none", *, nan_prob=0.01, scales="unifor
 
 def random_stream(unit, residual, n, rng, *, segment=512, nan_prob=0.002):
     """``n`` random bench steps: segments alternating uniform and narrow scale codes, cut into
-    K-loops by :func:`sim.stimulus.loop_flags` (a multi-format unit's: each format's
-    :func:`mixed_stream`, interleaved, :func:`sim.stimulus.multi.random_stream`)."""
-    if unit_spec(unit).formats:
-        from .multi import random_stream as multi_random
-        return multi_random(unit, residual, n, rng, segment=segment)
+    K-loops by :func:`sim.stimulus.loop_flags`."""
     parts = []
     done = 0
     while done < n:
@@ -175,6 +171,7 @@ def _steps_axis(mask, like):
 
 
 def unit_fmt(unit):
+    from hif4spec import unit_spec
     return unit_spec(unit).fmt
 
 
@@ -185,11 +182,7 @@ SOAK_MIX = {"random": 0.6, "cancel": 0.3, "special": 0.1}
 def mixed_stream(unit, residual, n, rng, mix=None, *, segment=512):
     """``n`` steps in segments of ``segment``, each of a kind drawn with the shares of
     ``mix`` (default :data:`SOAK_MIX`): ``random`` (:func:`random_stream`), ``cancel``
-    (:func:`cancel_stream`) or ``special`` (:func:`special_stream`); a multi-format unit's
-    are each format's, interleaved (:func:`sim.stimulus.multi.random_stream`)."""
-    if unit_spec(unit).formats:
-        from .multi import random_stream as multi_random
-        return multi_random(unit, residual, n, rng, mix, segment=segment)
+    (:func:`cancel_stream`) or ``special`` (:func:`special_stream`)."""
     mix = SOAK_MIX if mix is None else mix
     kinds = list(mix)
     p = np.array([mix[k] for k in kinds], dtype=float)

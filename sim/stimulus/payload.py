@@ -9,7 +9,7 @@ step field sits at the bit positions of its ``hif4spec`` step layout.
 
 import numpy as np
 
-from hif4spec import EXACT_ACCUMS, REFERENCE_ACCUM, TRUNC_BITS, payload_fields, unit_spec
+from hif4spec import EXACT_ACCUMS, REFERENCE_ACCUM, TRUNC_BITS, payload_fields
 
 from sim import dot
 
@@ -32,12 +32,8 @@ def pack_payloads(manifest, unit, residual, s):
 
     ``manifest`` is the unit's manifest dict (its ``payload`` offsets are used), or None for
     :func:`payload_offsets`. ``ValueError`` if a manifest field's width is not the width of
-    the step layout, or a field holds a value wider than its items. A multi-format unit's
-    stream: :func:`sim.stimulus.multi.pack_payloads`.
+    the step layout, or a field holds a value wider than its items.
     """
-    if unit_spec(unit).formats:
-        from .multi import pack_payloads as multi_pack
-        return multi_pack(manifest, unit, residual, s)
     fields = payload_offsets(unit, residual) if manifest is None else manifest["payload"]
     op, res = layouts(unit, residual)
     width = max(f["offset"] + f["width"] for f in fields.values())
@@ -105,12 +101,8 @@ def expected_words(unit, residual, s, accum=REFERENCE_ACCUM, extra_bits=TRUNC_BI
 
     Where the stream carries hand-derived words (``s["expect"]``) the golden model must give
     them (``AssertionError`` naming the step otherwise), so an RTL checked against these
-    words matches both. A multi-format unit's: each format's words, chosen by the step's
-    format (:func:`sim.stimulus.multi.expected_words`).
+    words matches both.
     """
-    if unit_spec(unit).formats:
-        from .multi import expected_words as multi_words
-        return multi_words(unit, residual, s, accum=accum, extra_bits=extra_bits)
     acc = dot.run_steps(unit, s["a"], s["w"], s["first"], s["last"], r=s["r"],
                         residual=residual, accum=accum, extra_bits=extra_bits)
     hand = s.get("expect", {}) if accum in EXACT_ACCUMS else {}

@@ -107,11 +107,7 @@ def short_loops(n, rng, *, max_len=6):
 
 
 def concat(streams):
-    """Concatenate streams along the step axis (their ``expect`` steps shifted to match;
-    multi-format streams: :func:`sim.stimulus.multi.concat`)."""
-    if streams and "parts" in streams[0]:
-        from .multi import concat as multi_concat
-        return multi_concat(streams)
+    """Concatenate streams along the step axis (their ``expect`` steps shifted to match)."""
     streams = [s for s in streams if len(s["first"])]
     out = {}
     for key in ("a", "w", "r"):
@@ -131,11 +127,7 @@ def concat(streams):
 
 
 def take(s, n):
-    """The first ``n`` steps of stream ``s``; the last kept step is marked ``last``
-    (a multi-format stream: :func:`sim.stimulus.multi.take`)."""
-    if "parts" in s:
-        from .multi import take as multi_take
-        return multi_take(s, n)
+    """The first ``n`` steps of stream ``s``; the last kept step is marked ``last``."""
     out = {}
     for key in ("a", "w", "r"):
         out[key] = None if s[key] is None else {f: v[:n] for f, v in s[key].items()}
