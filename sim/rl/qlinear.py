@@ -39,7 +39,7 @@ from .torch_quant import FORMATS, RESQ_MODES, quantize_tensor, resq_parts, to_nu
 __all__ = [
     "Precision", "QuantLinear", "convert_linears", "set_mode", "set_collect_stats",
     "reset_stats", "gather_stats", "default_layer_type", "GEMMS", "set_gemm", "default_gemm",
-    "RESQ_EXTRA",
+    "RESQ_EXTRA", "clear_weight_caches",
 ]
 
 #: Rollout-ResQ sparsifiers the experiments (:mod:`sim.rl.grpo`, :mod:`sim.rl.smollm2`) run
@@ -203,7 +203,14 @@ class QuantLinear(nn.Module):
                 f"train={self.train_precision}, rollout={self.rollout_precision}")
 
     def quantized_weight(self, fmt, axis, options):
-        """The weight fake-quantized along ``axis``, cached until the weight changes."""
+        """The weight fake-quantized along ``axis``, cached until the weight changes.
+
+        A change is seen by the weight's version counter (and storage), which in-place
+        updates through autograd-visible ops bump. Some do not: fused optimizers (torch's
+        ``AdamW(fused=True)``, the transformers Trainer's default) write the weights
+        without it, so a training loop using one calls :func:`clear_weight_caches` after
+        each optimizer step.
+        """
         if fmt is None:
             return self.weight.detach()
         w = self.weight
@@ -399,6 +406,13 @@ def default_gemm(gemm):
         yield
     finally:
         set_gemm(None, previous)
+
+
+def clear_weight_caches(model):
+    """Drop every QuantLinear's cached quantized weights (after weight updates that do not
+    bump the version counter; see :meth:`QuantLinear.quantized_weight`)."""
+    for layer in _quant_layers(model):
+        layer._wcache.clear()
 
 
 def set_collect_stats(model, flag=True):
