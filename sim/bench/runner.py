@@ -350,11 +350,15 @@ def make_stream(unit, residual, vectors, seed, *, named=True):
     """Exactly ``vectors`` steps: the named cases (``sim.stimulus.named_cases``, with the
     hand-derived words of the checked ones) first, then random K-loops; a stream cut short
     ends with a ``last`` step. For an encoder, exactly ``vectors`` groups
-    (:func:`sim.stimulus.encoder.encoder_stream`)."""
+    (:func:`sim.stimulus.encoder.encoder_stream`); for a multi-format unit, steps of its
+    formats (:func:`sim.stimulus.multi.make_stream`)."""
     from hif4spec import unit_spec
     if unit_spec(unit).kind == "encoder":
         from sim.stimulus.encoder import encoder_stream
         return encoder_stream(unit, residual, vectors, seed, named=named)
+    if unit_spec(unit).formats:
+        from sim.stimulus.multi import make_stream as multi_stream
+        return multi_stream(unit, residual, vectors, seed, named=named)
     from sim.stimulus import concat, named_cases, random_stream, take
     rng = np.random.default_rng(seed)
     parts = [steps for _, steps in named_cases(unit, residual)] if named else []
@@ -412,7 +416,7 @@ def verify(unit=None, *, residual=None, stages=None, lanes=None, accum=None, vec
     ``stream`` (the fast engine only).
     """
     from hif4spec import module_name, resolve, unit_spec
-    from sim.stimulus import expected_words, manifest_accum, pack_payloads
+    from sim.stimulus import manifest_accum
     t0 = time.perf_counter()
     build_root = Path(build_root or REPO / "build")
     if rtl is None:
@@ -470,9 +474,10 @@ def verify(unit=None, *, residual=None, stages=None, lanes=None, accum=None, vec
         n = manifest["ii"]
         steps = [g * n + n - 1 for g in range(len(expected))]
     else:
-        payload = pack_payloads(manifest, unit, params["residual"], stream)
-        expected, steps = expected_words(unit, params["residual"], stream,
-                                         **manifest_accum(manifest))
+        stim = _stimulus_of(unit)
+        payload = stim.pack_payloads(manifest, unit, params["residual"], stream)
+        expected, steps = stim.expected_words(unit, params["residual"], stream,
+                                              **manifest_accum(manifest))
     t_stim = time.perf_counter()
     result = run_job(build_dir, module, payload, expected, steps, sim=sim, seed=seed,
                      valid_prob=valid_prob, ready_prob=ready_prob, waves=waves,
@@ -511,10 +516,22 @@ def unit_vectors(unit, residual, manifest, stream, seed=0):
         expected = expected_outputs(unit, residual, stream)
         n = manifest["ii"]
         return payload, expected, [g * n + n - 1 for g in range(len(expected))]
-    from sim.stimulus import expected_words, manifest_accum, pack_payloads
-    payload = pack_payloads(manifest, unit, residual, stream)
-    expected, steps = expected_words(unit, residual, stream, **manifest_accum(manifest))
+    from sim.stimulus import manifest_accum
+    stim = _stimulus_of(unit)
+    payload = stim.pack_payloads(manifest, unit, residual, stream)
+    expected, steps = stim.expected_words(unit, residual, stream, **manifest_accum(manifest))
     return payload, expected, steps
+
+
+def _stimulus_of(unit):
+    """The module with ``pack_payloads`` and ``expected_words`` for dot unit ``unit``'s
+    streams: :mod:`sim.stimulus`, or :mod:`sim.stimulus.multi` for a multi-format unit."""
+    from hif4spec import unit_spec
+    if unit_spec(unit).formats:
+        from sim.stimulus import multi
+        return multi
+    import sim.stimulus
+    return sim.stimulus
 
 
 def _verify_fast(unit, params, verilog, manifest, folder, *, vectors, seed, valid_prob,

@@ -4,17 +4,18 @@ formats, the format switching between accumulations.
 A multi-format stream is a dict ``{"formats", "fmt", "first", "last", "parts", "a", "w",
 "r"}``: ``formats`` is the unit's formats, ``fmt`` (uint8, (S,)) each step's format code
 (its index in ``formats``, the payload's ``hif4spec.FORMAT_FIELD``), ``first`` and
-``last`` are the stream's flags, and ``parts`` maps each format to the stream (:mod:`sim.stimulus.streams`) of its own steps in
-order, with their flags, as that format's single-format unit takes them (the residual
-where the format takes the unit's residual mode, else none); ``a``, ``w`` and ``r`` are
-None. A step's format changes only at a ``first`` step, so every accumulator chain (from
-a ``first`` step to the next) lies in one part, and the golden words of the stream are
-each part's words (``sim.dot.run_steps`` of its format, the format's own unit's golden
-model) at the part's steps.
+``last`` are the stream's flags, and ``parts`` maps each format to the stream
+(:mod:`sim.stimulus.streams`) of its own steps in order, with their flags, as that
+format's single-format unit takes them (the residual where the format takes the unit's
+residual mode, else none); ``a``, ``w`` and ``r`` are None. A step's format changes only
+at a ``first`` step, so every accumulator chain (from a ``first`` step to the next) lies
+in one part, and the golden words of the stream are each part's words
+(``sim.dot.run_steps`` of its format, the format's own unit's golden model) at the part's
+steps.
 
-The benches reach this module through the stimulus functions (``named_cases``,
-``random_stream``, ``mixed_stream``, ``concat``, ``take``, ``pack_payloads``,
-``expected_words``), which hand a multi-format unit's streams here.
+The benches (:mod:`sim.bench.runner`) take a multi-format unit's streams, payloads and
+golden words from here (:func:`make_stream`, :func:`pack_payloads`, :func:`expected_words`),
+chosen by the registry's ``UnitSpec.formats``.
 """
 
 import numpy as np
@@ -23,19 +24,11 @@ from hif4spec import FORMAT_FIELD, format_residuals, unit_spec, units_of_kind
 
 from . import payload as _payload
 from . import streams as _streams
+from .cases import named_cases as _single_cases
+from .draw import mixed_stream as _single_mixed
 
-__all__ = ["is_multi", "is_multi_stream", "single_unit", "part_residual", "wrap", "interleave",
-           "named_cases", "random_stream", "concat", "take", "pack_payloads", "expected_words"]
-
-
-def is_multi(unit):
-    """Whether ``unit`` is a multi-format unit."""
-    return bool(unit_spec(unit).formats)
-
-
-def is_multi_stream(s):
-    """Whether stream ``s`` is a multi-format stream."""
-    return "parts" in s
+__all__ = ["single_unit", "part_residual", "wrap", "interleave", "named_cases",
+           "random_stream", "concat", "take", "make_stream", "pack_payloads", "expected_words"]
 
 
 def single_unit(fmt):
@@ -102,9 +95,7 @@ def named_cases(unit, residual="none"):
     """``[(name, stream), ...]``: every format's named cases (its single-format unit's, the
     hand-checked ones with their words), the formats taking turns, each case a stream of
     its own starting at a ``first`` step; names are ``<format>:<case>``."""
-    from .cases import named_cases as single_cases
-
-    per = {f: single_cases(single_unit(f), part_residual(f, residual))
+    per = {f: _single_cases(single_unit(f), part_residual(f, residual))
            for f in unit_spec(unit).formats}
     out = []
     for k in range(max(len(c) for c in per.values())):
@@ -120,11 +111,9 @@ def random_stream(unit, residual, n, rng, mix=None, *, segment=512):
     :func:`sim.stimulus.draw.mixed_stream` of its single-format unit (random, cancelling
     and NaN/Inf-rich K-loops, adversarial K-loop lengths), their chains interleaved
     (:func:`interleave`)."""
-    from .draw import mixed_stream as single_mixed
-
     formats = unit_spec(unit).formats
     counts = rng.multinomial(n, [1 / len(formats)] * len(formats))
-    parts = {f: single_mixed(single_unit(f), part_residual(f, residual), int(c), rng, mix,
+    parts = {f: _single_mixed(single_unit(f), part_residual(f, residual), int(c), rng, mix,
                              segment=segment)
              for f, c in zip(formats, counts) if c}
     return interleave(unit, parts, rng)
@@ -165,6 +154,18 @@ def take(s, n):
     if n:
         out["last"][-1] = True
     return out
+
+
+def make_stream(unit, residual, vectors, seed, *, named=True):
+    """Exactly ``vectors`` steps of ``unit``: the named cases (:func:`named_cases`) first,
+    then :func:`random_stream`; a stream cut short ends with a ``last`` step (what
+    :func:`sim.bench.runner.make_stream` gives a single-format unit)."""
+    rng = np.random.default_rng(seed)
+    parts = [s for _, s in named_cases(unit, residual)] if named else []
+    have = sum(len(p["first"]) for p in parts)
+    if vectors > have:
+        parts.append(random_stream(unit, residual, vectors - have, rng))
+    return take(concat(parts), vectors)
 
 
 def pack_payloads(manifest, unit, residual, s):
