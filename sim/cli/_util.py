@@ -225,7 +225,7 @@ def add_unit_options(parser, *, several=False, rtl=None, unit_default=None, unit
     parser.set_defaults(unit_kind=kind)
     per_unit = "; ".join(f"{UNITS[u].name}: {'/'.join(UNITS[u].residuals)}" for u in names)
     if several:
-        units, standard = ",".join(UNITS), ",".join(_standard_residuals())
+        units, standard = ",".join(_grid_names()), ",".join(_standard_residuals())
         parser.add_argument("--unit", default=None, metavar="LIST",
                             help=f"comma-separated units of {_join(UNITS)} (default: {units})")
         parser.add_argument("--residual", default=None, metavar="LIST",
@@ -325,6 +325,12 @@ def unit_params(args):
     return unit, {k: DEFAULTS[k] if v is None else v for k, v in given.items()}
 
 
+def _grid_names():
+    """Names of the units of the grids (``UnitSpec.grid``): a several-unit command's default
+    (a unit outside them, such as a multi-format unit, is named with ``--unit``)."""
+    return [u.name for u in UNITS.values() if u.grid]
+
+
 def _standard_residuals():
     """The residual modes of the standard set, in ``RESIDUAL_MODES`` order."""
     return [r for r in RESIDUAL_MODES if any(r in u.standard for u in UNITS.values())]
@@ -333,7 +339,7 @@ def _standard_residuals():
 def unit_lists(args):
     """``(units, residuals)`` of a several-unit command (defaults: every unit, the residual
     modes of the standard set), each checked against the spec."""
-    units = parse_choice_list(args.unit or ",".join(UNITS), tuple(UNITS), "unit")
+    units = parse_choice_list(args.unit or ",".join(_grid_names()), tuple(UNITS), "unit")
     residuals = parse_choice_list(args.residual or ",".join(_standard_residuals()),
                                   RESIDUAL_MODES, "residual mode")
     _check(units[0], stages=args.stages, lanes=args.lanes)
