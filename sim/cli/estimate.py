@@ -240,6 +240,10 @@ def run(args):
         manifests = est.find_manifests(rtl_dir)
     if energy_opts and not any(unit_spec(u).kind == "dot" for u in units):
         raise CLIError("--energy measures dot-product units; the selection has none")
+    multi = [u for u in units if unit_spec(u).formats]
+    if multi:
+        raise CLIError(f"{multi[0]} is a multi-format unit, whose GEMM the cycle simulator does "
+                       f"not run; its area model: python -P benchmarks/multi_area.py")
     try:
         rows = est.estimate_rows(units, residuals, **select, gemm=gemm, array=array,
                                  freq_ghz=args.freq_ghz, bandwidth=bandwidth,
