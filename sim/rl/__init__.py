@@ -13,6 +13,10 @@ Modules (all need the ``rl`` extra: torch, transformers):
 - :mod:`sim.rl.minilm` -- W4A4 inference of the pretrained all-MiniLM-L6-v2 (``hif4 numerics``).
 - :mod:`sim.rl.smollm2` -- FP4 inference and rollout-train mismatch of the pretrained causal LM
   SmolLM2-135M-Instruct (``hif4 numerics --model smollm2``).
+- :mod:`sim.rl.trl_config`, :mod:`sim.rl.trl_tasks`, :mod:`sim.rl.trl_grpo` -- GRPO on
+  SmolLM2-135M-Instruct with TRL's ``GRPOTrainer`` (needs ``trl``): FP4 rollouts and FP4
+  training on shared weights, synthetic exact-match tasks, checkpoints
+  (``hif4 rl --model smollm2``, ``hif4 sweep rl --model smollm2``).
 
 Importing this package imports nothing heavy.
 """

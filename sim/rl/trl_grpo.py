@@ -50,6 +50,7 @@ import os
 import shutil
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import torch
@@ -57,133 +58,33 @@ import torch
 from .qlinear import (Precision, QuantLinear, clear_weight_caches, convert_linears,
                       gather_stats, reset_stats, set_collect_stats, set_gemm, set_mode)
 from .smollm2 import layer_type as smollm2_layer_type
-from .torch_quant import RESQ_MODES
-from .trl_tasks import TASKS, Task
+from .trl_config import (FLOATS, FP4, FULL, QUICK, RUNS_DIR, RunConfig, Settings, matrix,
+                         rollout_fields, run_path, train_fields)
+from .trl_tasks import Task
 
-__all__ = ["FP4", "FLOATS", "Settings", "QUICK", "FULL", "RunConfig", "parse_rollout",
-           "parse_train", "matrix", "load_policy", "convert_policy", "QuantGRPOTrainer",
-           "run", "run_job", "summarize", "format_table", "plot_results", "CACHE_DIR"]
+__all__ = ["FP4", "FLOATS", "Settings", "QUICK", "FULL", "RunConfig", "matrix", "run_path",
+           "RUNS_DIR", "parse_rollout", "parse_train", "load_policy", "convert_policy",
+           "QuantGRPOTrainer", "run", "run_job", "check_run_dir", "results_doc", "summarize",
+           "format_table", "plot_results", "CACHE_DIR"]
 
-FP4 = ("hif4", "mxfp4", "nvfp4")
-#: Precisions that are not 4-bit: ``fp32`` (no quantization) and ``bf16``.
-FLOATS = ("fp32", "bf16")
 ROOT = Path(__file__).resolve().parents[2]
 #: Where the float32 copy of the GGUF model is kept.
 CACHE_DIR = ROOT / "build" / "rl" / "smollm2_float32"
 _RESULT = "result.json"
 
 
-@dataclasses.dataclass(frozen=True)
-class Settings:
-    """Sizes of one run; ``prompts x group`` completions per step."""
-
-    task: str = "max-fewshot"
-    steps: int = 60
-    prompts: int = 8
-    group: int = 4
-    max_tokens: int = 16
-    lr: float = 1e-5
-    eval_n: int = 48
-    eval_every: int = 10
-    eval_tokens: int = 4
-    save_every: int = 5
-    gemm: str = "fake"
-
-    def __post_init__(self):
-        if self.task not in TASKS:
-            raise ValueError(f"task must be one of {', '.join(TASKS)}, not {self.task!r}")
-        for name in ("steps", "prompts", "max_tokens", "eval_n", "eval_every", "eval_tokens",
-                     "save_every"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, not {getattr(self, name)}")
-        if self.group < 2:
-            raise ValueError(f"group must be >= 2 (GRPO compares completions of a prompt), "
-                             f"not {self.group}")
-        if not self.lr > 0:
-            raise ValueError(f"lr must be > 0, not {self.lr}")
-
-
-#: Smoke settings: seconds per step on a 2-core CPU; shows the path works, not a result.
-QUICK = Settings(steps=2, prompts=2, group=2, max_tokens=3, eval_n=4, eval_every=2,
-                 eval_tokens=3, save_every=1)
-#: The experiment: 32 completions of at most 16 tokens per step, 60 steps.
-FULL = Settings()
-
-
 def parse_rollout(text):
-    """``(label, Precision)`` of a rollout precision (see the module docstring)."""
-    spec = text.strip()
-    base, plus, mode = spec.partition("+")
-    fmt, dash, wa = base.partition("-")
-    fmt = fmt.lower()
-    if fmt in FLOATS and not dash and not plus:
-        return fmt, (Precision() if fmt == "fp32" else Precision(weight="bf16", act="bf16"))
-    if fmt not in FP4:
-        raise ValueError(f"rollout {text!r}: give fp32, bf16 or FORMAT[-W16A4][+MODE] with "
-                         f"FORMAT one of {', '.join(FP4)}")
-    wa = wa.upper() if dash else "W4A4"
-    if wa not in ("W4A4", "W16A4"):
-        raise ValueError(f"rollout {text!r}: the mode after '-' is W4A4 or W16A4, not {wa!r}")
-    if plus and mode not in RESQ_MODES:
-        raise ValueError(f"rollout {text!r}: ResQ mode must be one of {', '.join(RESQ_MODES)}")
-    resq = mode if plus else None
-    label = f"{fmt}-{wa}" + (f"+{resq}" if resq else "")
-    return label, Precision(weight=fmt if wa == "W4A4" else None, act=fmt, resq=resq)
+    """``(label, Precision)`` of a rollout precision (:func:`~sim.rl.trl_config
+    .rollout_fields`)."""
+    label, fields = rollout_fields(text)
+    return label, Precision(**fields)
 
 
 def parse_train(text):
-    """``(label, Precision)`` of a training precision: fp32, bf16 or an FP4 format."""
-    fmt = text.strip().lower()
-    if fmt == "fp32":
-        return fmt, Precision()
-    if fmt == "bf16" or fmt in FP4:
-        return fmt, Precision.uniform(fmt)
-    raise ValueError(f"train {text!r}: give fp32, bf16 or one of {', '.join(FP4)}")
-
-
-@dataclasses.dataclass(frozen=True)
-class RunConfig:
-    """One cell of the matrix: training and rollout precisions, TIS cap (None: off)."""
-
-    train: str = "fp32"
-    rollout: str = "fp32"
-    tis: float | None = None
-
-    def __post_init__(self):
-        object.__setattr__(self, "train", parse_train(self.train)[0])
-        object.__setattr__(self, "rollout", parse_rollout(self.rollout)[0])
-        if self.tis is not None and not self.tis >= 1.0:
-            raise ValueError(f"the TIS cap must be >= 1, not {self.tis}")
-
-    @property
-    def name(self):
-        tis = "" if self.tis is None else f" tis{self.tis:g}"
-        return f"{self.train}/{self.rollout}{tis}"
-
-    @property
-    def family(self):
-        for part in (self.rollout, self.train):
-            fmt = part.split("-")[0]
-            if fmt in FP4:
-                return fmt
-        return "float"
-
-    @property
-    def slug(self):
-        """The name as a folder name."""
-        return self.name.replace("/", "__").replace(":", "").replace("+", "_").replace(" ", "_")
-
-
-def matrix(formats=("hif4",), float_precision="fp32", resq="2:4", tis=(None,)):
-    """The precision matrix: the float baseline, then per format all-FP4, FP4 rollouts with
-    float training (W4A4 and W16A4), each FP4 W4A4 row again with Rollout-ResQ ``resq``;
-    every row once per TIS cap of ``tis``."""
-    f = float_precision
-    rows = [(f, f)]
-    for fmt in formats:
-        rows += [(fmt, fmt), (fmt, f"{fmt}+{resq}"), (f, fmt), (f, f"{fmt}+{resq}"),
-                 (f, f"{fmt}-W16A4")]
-    return [RunConfig(train, rollout, cap) for cap in tis for train, rollout in rows]
+    """``(label, Precision)`` of a training precision (:func:`~sim.rl.trl_config
+    .train_fields`)."""
+    label, fields = train_fields(text)
+    return label, Precision(**fields)
 
 
 # --- the model --------------------------------------------------------------------------
@@ -434,6 +335,8 @@ class _Heartbeat:
 
     def what(self):
         phase = getattr(self.trainer, "phase", "starting")
+        if self.step >= self.total:
+            return f"{self.label} done"
         return f"{self.label} step {self.step + 1}/{self.total} {phase}"
 
     def _run(self, interval):
@@ -517,6 +420,28 @@ def _history(log_history):
     return out
 
 
+def _ident(config, settings, seed, device):
+    return {"config": config.name, "train": config.train, "rollout": config.rollout,
+            "tis": config.tis, "seed": seed, "settings": dataclasses.asdict(settings),
+            "device": device}
+
+
+def check_run_dir(config, settings, seed, run_dir, device="cpu"):
+    """None if ``run_dir`` is new or holds this run (finished or not), else why not."""
+    run_dir = Path(run_dir)
+    ident = _ident(config, settings, seed, device)
+    for name in (_RESULT, "run.json"):
+        path = run_dir / name
+        if path.is_file():
+            try:
+                held = json.loads(path.read_text())
+            except ValueError:
+                return f"{path} is not JSON; remove the folder or give another one"
+            if {k: held.get(k) for k in ident} != ident:
+                return f"{run_dir} holds a run of other settings; give another folder"
+    return None
+
+
 def run(config, settings, seed, run_dir, *, device="cpu", progress=True, stop_after=None,
         loaded=None):
     """GRPO in ``config`` for ``settings.steps`` steps; returns the result dict.
@@ -535,22 +460,19 @@ def run(config, settings, seed, run_dir, *, device="cpu", progress=True, stop_af
     from sim.progress import Reporter
 
     run_dir = Path(run_dir)
-    ident = {"config": config.name, "train": config.train, "rollout": config.rollout,
-             "tis": config.tis, "seed": seed, "settings": dataclasses.asdict(settings),
-             "device": device}
+    problem = check_run_dir(config, settings, seed, run_dir, device)
+    if problem:
+        raise ValueError(problem)
+    ident = _ident(config, settings, seed, device)
     done = run_dir / _RESULT
     if done.is_file():
-        result = json.loads(done.read_text())
-        if {k: result.get(k) for k in ident} != ident:
-            raise ValueError(f"{run_dir} holds a run of other settings; give another folder")
-        return result
+        return json.loads(done.read_text())
     run_dir.mkdir(parents=True, exist_ok=True)
-    ident_file = run_dir / "run.json"
-    if ident_file.is_file() and json.loads(ident_file.read_text()) != ident:
-        raise ValueError(f"{run_dir} holds a run of other settings; give another folder")
-    ident_file.write_text(json.dumps(ident, indent=1) + "\n")
+    (run_dir / "run.json").write_text(json.dumps(ident, indent=1) + "\n")
 
     t_start = time.perf_counter()
+    # transformers' deprecation notices about TRL's argument names, once per phase
+    warnings.filterwarnings("ignore", category=FutureWarning, module="transformers")
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
     task = Task(settings.task, settings.eval_n)
@@ -571,6 +493,7 @@ def run(config, settings, seed, run_dir, *, device="cpu", progress=True, stop_af
         save_steps=settings.save_every, save_total_limit=1, report_to=[],
         use_cpu=(device == "cpu"), bf16=False, fp16=False, disable_tqdm=True,
         dataloader_num_workers=0, temperature=1.0, top_p=1.0, top_k=0,
+        gradient_checkpointing=False,
         vllm_importance_sampling_correction=False)
     reporter = Reporter(f"hif4 rl {config.name} seed {seed}", enabled=progress, unit="step")
     heartbeat = _Heartbeat(reporter, settings.steps, config.name)
@@ -624,6 +547,14 @@ def run_job(config, settings, seed, run_dir, device, threads):
 
 
 # --- the matrix -------------------------------------------------------------------------
+
+def results_doc(settings, configs, seeds, runs):
+    """The JSON document of a set of runs: settings, seeds, summary, runs."""
+    return {"model": "SmolLM2-135M-Instruct", "trainer": "trl.GRPOTrainer",
+            "settings": dataclasses.asdict(settings), "seeds": list(seeds),
+            "configs": [c.name for c in configs],
+            "summary": summarize(runs, configs, seeds), "runs": runs}
+
 
 def _mean_spread(values):
     m = sum(values) / len(values)

@@ -39,6 +39,7 @@ OUTPUTS = {
     ("estimate", "--energy-plot"): ("file", "energy.png"),
     ("rl", "--json"): ("file", "out.json"),
     ("rl", "--plot"): ("file", "out.png"),
+    ("rl", "--run-dir"): ("folder", "runs"),
     ("numerics", "--json"): ("file", "out.json"),
     ("numerics", "--plot"): ("file", "out.png"),
     ("demo", "--out"): ("folder", "rtl"),
@@ -67,6 +68,7 @@ BASE_FOR = {
     ("sweep", "--build-dir"): ["sweep", "verify", "--unit", "nvfp4", "--residual", "none",
                                "--stages", "3", "--lanes", "16"],
     ("sweep", "--json"): ["sweep", "rl", "--quick", "--quiet"],
+    ("rl", "--run-dir"): ["rl", "--model", "smollm2", "--quick", "--quiet"],
     ("sweep", "--plot"): ["sweep", "isofreq", "--unit", "nvfp4", "--lanes", "16"],
     ("estimate", "--energy-plot"): ["estimate", "--energy"],
 }
