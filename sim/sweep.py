@@ -67,11 +67,13 @@ GIB = 1024 ** 3
 #: What one task of each kind asks of a Ray node. Synthesis: one Yosys process (the largest
 #: single-stage 64-lane units peak at a few GiB); verification: one Verilator build
 #: (``make`` runs its compiles one by one under Ray) and one simulation; an RL run: one
-#: torch process with the toy model.
+#: torch process with the toy model (``rl``) or with SmolLM2-135M, its Adam state and
+#: checkpoints (``rl-llm``).
 RESOURCES = {
     "synth": {"num_cpus": 1, "memory": 4 * GIB},
     "verify": {"num_cpus": 1, "memory": 2 * GIB},
     "rl": {"num_cpus": 1, "memory": 2 * GIB},
+    "rl-llm": {"num_cpus": 1, "memory": 8 * GIB},
     "energy": {"num_cpus": 1, "memory": 4 * GIB},
 }
 
