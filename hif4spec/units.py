@@ -149,8 +149,8 @@ def format_code_bits(formats):
 def _multi_units(name, module):
     """The multi-format dot units ``<name>_<format>_<format>...``: one per set of two or
     more of ``MULTI_FORMATS``, each with the residual modes one of its formats takes (a
-    step of a format without that residual ignores ``r``), 64 lanes and the exact back
-    ends, built by ``<module>:<unit name>``; outside the grids (``grid`` False) until their
+    step of a format without that residual ignores ``r``), every lane count and the exact
+    back ends, built by ``<module>:<unit name>``; outside the grids (``grid`` False) until their
     grids are synthesized."""
     from itertools import combinations
 
@@ -162,7 +162,7 @@ def _multi_units(name, module):
             unit = "_".join((name, *formats))
             out.append(UnitSpec(unit, formats[0], f"{module}:{unit}", residuals,
                                 residuals, accums=EXACT_ACCUMS, formats=formats,
-                                lanes=LANES[-1:], grid=False))
+                                grid=False))
     return out
 
 

@@ -63,9 +63,9 @@ selection of its weight element by its 2-bit position is shared, and so are its 
 and trees; the kept codes and positions pass an operand mux when both formats are in the
 set. The dense residual is not offered.
 
-Stages and lanes: the stage plan of :class:`hwgen.unit.DotUnit` (``stages`` 1..4); 64
-lanes only (``hif4spec.UnitSpec.lanes``; the registry refuses others with its one-line
-message).
+Stages and lanes: the stage plan of :class:`hwgen.unit.DotUnit` (``stages`` 1..4) and
+``lanes`` 16, 32 or 64 (:class:`MultiDotUnit`: with fewer than 64 lanes a step takes
+``64 // lanes`` cycles, a slice's products adding into the block sums).
 """
 
 from functools import cache
@@ -297,6 +297,8 @@ class ElementProducts(wiring.Component):
         The unit's residual mode.
     widths : dict
         ``{field: bits}`` of the unit's payload (``hif4spec.payload_fields``).
+    lanes : int
+        Element products per cycle (64: the whole step).
 
     Members
     -------
@@ -306,28 +308,35 @@ class ElementProducts(wiring.Component):
         The residual field (where a format takes the residual; ``has_residual``).
     code : In(widths["fmt"])
         The step's format code.
-    p : Out(ArrayLayout(signed(11), 64))
-        Product ``i`` of element ``i`` of ``a`` and ``w`` in the step's format
-        (:class:`SharedProduct`; for HiF4 shifted by element ``i``'s micro-group's
+    index : In(range(64 // lanes))
+        The slice (with ``lanes`` < 64): elements ``[index * lanes, (index + 1) * lanes)``.
+    p : Out(ArrayLayout(signed(11), lanes))
+        Product ``i`` of element ``i`` of the slice of ``a`` and ``w`` in the step's format
+        (:class:`SharedProduct`; for HiF4 shifted by the element's micro-group's
         ``b_a + c_a + b_w + c_w``).
-    q : Out(ArrayLayout(signed(11), 32))
-        Product of kept residual element ``j`` and the weight element its position selects
-        in micro-group ``j // 2`` (HiF4: shifted by ``b_r + c_r + b_w + c_w``).
+    q : Out(ArrayLayout(signed(11), lanes // 2))
+        Product of kept residual element ``j`` of the slice and the weight element its
+        position selects in micro-group ``j // 2`` (HiF4: shifted by
+        ``b_r + c_r + b_w + c_w``).
     """
 
-    def __init__(self, formats, residual, widths):
+    def __init__(self, formats, residual, widths, lanes=64):
         self._formats = tuple(formats)
         self._residual = residual
         self._widths = dict(widths)
+        self._lanes = lanes
+        self._n = 64 // lanes
         self._res = tuple(f for f in formats
                           if residual != "none" and residual in format_residuals(f))
         self._s1p2 = any(FORMATS[f].elem_type == S1P2_TYPE for f in formats)
         members = {"a": In(widths["a"]), "w": In(widths["w"]),
                    "code": In(widths[FORMAT_FIELD]),
-                   "p": Out(data.ArrayLayout(signed(PRODUCT_BITS), 64))}
+                   "p": Out(data.ArrayLayout(signed(PRODUCT_BITS), lanes))}
+        if self._n > 1:
+            members["index"] = In(range(self._n))
         if self._res:
             members.update(r=In(widths["r"]),
-                           q=Out(data.ArrayLayout(signed(PRODUCT_BITS), 32)))
+                           q=Out(data.ArrayLayout(signed(PRODUCT_BITS), lanes // 2)))
         super().__init__(members)
 
     has_residual = property(lambda self: bool(self._res))
@@ -390,17 +399,27 @@ class ElementProducts(wiring.Component):
                 if s1p2:
                     m.d.comb += [sp.sel.eq(sel), sp.shift.eq(shifts[i])]
 
-        a_el = [muxes["a"].y[i] for i in range(64)]
-        w_el = [muxes["w"].y[i] for i in range(64)]
+        def sliced(items, bits, count, name):
+            """The slice's ``count`` of ``items`` (``bits`` wide): all of them at 64 lanes,
+            else an ``n``:1 selection by ``index``."""
+            if self._n == 1:
+                return items
+            sel = Signal(bits * count, name=f"{name}_slice")
+            m.d.comb += sel.eq(Cat(*items).word_select(self.index, bits * count))
+            return [sel[bits * i:bits * i + bits] for i in range(count)]
+
+        lanes, kept_n = self._lanes, self._lanes // 2
+        a_el = sliced([muxes["a"].y[i] for i in range(64)], 4, lanes, "a")
+        w_el = sliced([muxes["w"].y[i] for i in range(64)], 4, lanes, "w")
         w_mx = micro_shifts(self.w, hif4, "w") if s1p2 else None
-        shifts = (shifts_of(micro_shifts(self.a, hif4, "a"), w_mx, 4, "sh") if s1p2
-                  else None)
+        shifts = (sliced(shifts_of(micro_shifts(self.a, hif4, "a"), w_mx, 4, "sh"), 3, lanes,
+                         "sh") if s1p2 else None)
         products("p", a_el, w_el, shifts, self.p)
         if self._res:
-            kept = [muxes["r"].y[j] for j in range(32)]
-            pos = [muxes["pos"].y[j] for j in range(32)]
+            kept = sliced([muxes["r"].y[j] for j in range(32)], 4, kept_n, "r")
+            pos = sliced([muxes["pos"].y[j] for j in range(32)], 2, kept_n, "pos")
             wsel = []
-            for j in range(32):
+            for j in range(kept_n):
                 g = j // 2
                 s = Signal(4, name=f"wsel{j}")
                 m.d.comb += s.eq(Cat(*w_el[4 * g:4 * g + 4]).word_select(pos[j], 4))
@@ -408,35 +427,66 @@ class ElementProducts(wiring.Component):
             rshifts = None
             if s1p2:
                 r_mx = micro_shifts(self.r, residual_layout("hif4", self._residual), "r")
-                rshifts = shifts_of(r_mx, w_mx, 2, "rsh")
+                rshifts = sliced(shifts_of(r_mx, w_mx, 2, "rsh"), 3, kept_n, "rsh")
             products("q", kept, wsel, rshifts, self.q)
         return m
 
     def parts(self):
-        """The operand muxes, the shared products (64, 32 more for the residual, each with
-        its 4:1 weight selection) and, with S1P2, the micro-exponent adds
+        """The operand muxes, the shared products (``lanes``, half as many more for the
+        residual, each with its 4:1 weight selection), with S1P2 the micro-exponent adds
+        and, with several slices, the selection of each slice's codes and shifts
         (:mod:`hwgen.parts`)."""
         out = []
         for mux in self.muxes().values():
             out += probe(mux).parts()
-        count = 64 + (32 if self._res else 0)
+        lanes, n = self._lanes, self._n
+        count = lanes + (lanes // 2 if self._res else 0)
         out += times(probe(SharedProduct(self._s1p2)).parts(), count)
         if self._res:
-            out.append(Part("mux", (4, 4), 32))
+            out.append(Part("mux", (4, 4), lanes // 2))
         if self._s1p2:
             groups = 16 * (2 if self._res else 1)
             out += [Part("add", (2,), 16 * (3 if self._res else 2)),
                     Part("add", (3,), groups)]
+        if n > 1:
+            out.append(Part("mux", (n, 4 * lanes), 2))
+            if self._s1p2:
+                out.append(Part("mux", (n, 3 * lanes)))
+            if self._res:
+                out.append(Part("mux", (n, 6 * (lanes // 2))))
+                if self._s1p2:
+                    out.append(Part("mux", (n, 3 * (lanes // 2))))
         return out
+
+
+def _placement(b, per_block, per_slice):
+    """``(first, last, tree)``: the slices block ``b`` of ``per_block`` items spans when
+    ``per_slice`` items are handled per slice by trees of ``min(per_slice, per_block)``, and
+    the tree of a slice that holds it."""
+    first = b * per_block // per_slice
+    last = ((b + 1) * per_block - 1) // per_slice
+    tree = (b * per_block % per_slice) // per_block if per_slice >= per_block else 0
+    return first, last, tree
 
 
 class MultiDotUnit(DotUnit):
     """A multi-format dot-product unit (see the module docstring); ``unit`` names one of the
-    registry's multi-format units, whose ``formats`` it reads."""
+    registry's multi-format units, whose ``formats`` it reads.
+
+    With 64 lanes the front end forms the accumulator's terms (its register is
+    ``front_reg``). With fewer, the front end forms a slice's products and 16-element trees
+    per cycle and adds them into the block sums (sequencer sum fields: one partial-sum
+    register per block a slice before the last touches), passing the scale codes and the
+    format code along; the register after it is ``sums_reg`` and a ``terms`` stage forms the
+    terms from the block sums, as the HiF4 unit does.
+    """
 
     @property
     def formats(self):
         return unit_spec(self.unit).formats
+
+    _form = property(lambda self: None if self.ii == 1 else self._form_terms)
+    _front_reg = property(lambda self: "front_reg" if self.ii == 1 else "sums_reg")
 
     def _payload_layout(self):
         self._term_specs = tuple(self._terms())
@@ -446,8 +496,41 @@ class MultiDotUnit(DotUnit):
     def _terms(self):
         return slot_terms(self.formats, self._residual)[0]
 
+    def _blocks(self):
+        """``[(prefix, blocks, per slice), ...]``: the block sums of a step (the 16-element
+        trees of the main products, ``s16``, and of the residual's, ``r16``) and how many
+        of their items one slice handles."""
+        out = [("s16", 4, self._lanes)]
+        if self._res_formats():
+            out.append(("r16", 2, self._lanes // 2))
+        return out
+
     def _sum_fields(self):
-        return []
+        if self.ii == 1:
+            return []
+        return [f"{prefix}_{b}" for prefix, blocks, per in self._blocks()
+                for b in range(blocks) if _placement(b, 16, per)[0] != self.ii - 1]
+
+    def _scale_bytes(self):
+        """``[(field, bit), ...]``: the scale codes the step's formats read, each once."""
+        out = []
+        for f in self.formats:
+            for at in step_layout(f).positions("scale"):
+                out += [x for x in (("a", at), ("w", at)) if x not in out]
+        for f in self._res_formats():
+            for at in residual_layout(f, self._residual).positions("scale"):
+                out += [x for x in (("r", at),) if x not in out]
+        return out
+
+    def _front_layout(self):
+        if self.ii == 1:
+            return super()._front_layout()
+        fields = {f"{prefix}_{b}": signed(_tree_bits(16)) for prefix, blocks, _ in self._blocks()
+                  for b in range(blocks)}
+        fields.update({f"{f}_s{at}": 8 for f, at in self._scale_bytes()})
+        widths = dict(payload_fields(self.unit, self._residual))
+        fields.update({FORMAT_FIELD: widths[FORMAT_FIELD], "first": 1, "last": 1})
+        return data.StructLayout(fields)
 
     def _res_formats(self):
         """The unit's formats whose steps use ``r``."""
@@ -462,20 +545,72 @@ class MultiDotUnit(DotUnit):
     def _s1p2(self):
         return any(FORMATS[f].elem_type == S1P2_TYPE for f in self.formats)
 
+    def _products(self, m, p, index):
+        """The :class:`ElementProducts` of the step (of slice ``index``)."""
+        residual = self._residual
+        m.submodules.products = ep = ElementProducts(
+            self.formats, residual, dict(payload_fields(self.unit, residual)), self._lanes)
+        m.d.comb += [ep.a.eq(p.a), ep.w.eq(p.w), ep.code.eq(p[FORMAT_FIELD])]
+        if self.ii > 1:
+            m.d.comb += ep.index.eq(index)
+        if ep.has_residual:
+            m.d.comb += ep.r.eq(p.r)
+        return ep
+
     def _front(self, m, p, index, out):
+        ep = self._products(m, p, index)
+        m.d.comb += [out.first.eq(p.first), out.last.eq(p.last)]
+        if self.ii == 1:
+            prods = [ep.p[i] for i in range(64)]
+            s16 = [adder_tree(prods[16 * j:16 * j + 16], m=m, name=f"s16_{j}")
+                   for j in range(4)]
+            r16 = None
+            if ep.has_residual:
+                rprods = [ep.q[j] for j in range(32)]
+                r16 = [adder_tree(rprods[16 * b:16 * b + 16], m=m, name=f"r16_{b}")
+                       for b in range(2)]
+            self._terms_from(m, s16, r16, lambda f, at: p[f][at:at + 8], p[FORMAT_FIELD],
+                             out)
+            return {}
+        parts = {}
+        sources = {"s16": ep.p, "r16": ep.q if ep.has_residual else None}
+        for prefix, blocks, per in self._blocks():
+            per_tree = min(per, 16)
+            items = [sources[prefix][i] for i in range(per)]
+            trees = [adder_tree(items[per_tree * t:per_tree * t + per_tree], m=m,
+                                name=f"{prefix}_tree{t}") for t in range(per // per_tree)]
+            for b in range(blocks):
+                first, last, tree = _placement(b, 16, per)
+                name = f"{prefix}_{b}"
+                if first == self.ii - 1:
+                    m.d.comb += out[name].eq(trees[tree])
+                    continue
+                tests = ([index == first] if first == last else
+                         ([index >= first] if first > 0 else [])
+                         + ([index <= last] if last < self.ii - 1 else []))
+                sel = tests[0] if len(tests) == 1 else tests[0] & tests[1]
+                parts[name] = Mux(sel, trees[tree], 0)
+        for f, at in self._scale_bytes():
+            m.d.comb += out[f"{f}_s{at}"].eq(p[f][at:at + 8])
+        m.d.comb += out[FORMAT_FIELD].eq(p[FORMAT_FIELD])
+        return parts
+
+    def _form_terms(self, m, p, out):
+        """The ``terms`` stage (fewer than 64 lanes): the terms from the block sums."""
+        s16 = [p[f"s16_{j}"] for j in range(4)]
+        r16 = [p[f"r16_{b}"] for b in range(2)] if self._res_formats() else None
+        self._terms_from(m, s16, r16, lambda f, at: p[f"{f}_s{at}"], p[FORMAT_FIELD], out)
+        m.d.comb += [out.first.eq(p.first), out.last.eq(p.last)]
+
+    def _terms_from(self, m, s16, r16, code_at, code, out):
+        """Each format's terms from the 16-element block sums ``s16`` (and ``r16``), the
+        scale codes (``code_at(field, bit)``) and the format code: the 32- and 64-element
+        sums, each format's scale path, the slots' selection and the NaN flag."""
         formats, residual = self.formats, self._residual
-        code = p[FORMAT_FIELD]
         is_fmt = {f: Signal(name=f"is_{f}") for f in formats}
         for k, f in enumerate(formats):
             m.d.comb += is_fmt[f].eq(code == k if k < len(formats) - 1 else code >= k)
-        m.submodules.products = ep = ElementProducts(self.formats, residual,
-                                                     dict(payload_fields(self.unit, residual)))
-        m.d.comb += [ep.a.eq(p.a), ep.w.eq(p.w), ep.code.eq(code)]
-        if ep.has_residual:
-            m.d.comb += ep.r.eq(p.r)
         hif4 = step_layout("hif4")
-        prods = [ep.p[i] for i in range(64)]
-        s16 = [adder_tree(prods[16 * j:16 * j + 16], m=m, name=f"s16_{j}") for j in range(4)]
         s32 = [adder_tree(s16[2 * b:2 * b + 2], m=m, name=f"s32_{b}") for b in range(2)]
         s64 = adder_tree(s32, m=m, name="s64")
 
@@ -484,30 +619,24 @@ class MultiDotUnit(DotUnit):
             m.submodules.hif4_scale = sc = ScalePair()
             m.submodules.hif4_term = tm = TermFormer(len(s64))
             at = hif4.spec.fields["scale"].offset
-            m.d.comb += [sc.a.eq(p.a[at:at + 8]), sc.w.eq(p.w[at:at + 8]),
+            m.d.comb += [sc.a.eq(code_at("a", at)), sc.w.eq(code_at("w", at)),
                          tm.sum.eq(s64), tm.mant.eq(sc.mant)]
             own["hif4"] = [(tm.sig, sc.exp)]
             nan["hif4"] = [sc.nan]
         if "mxfp4" in formats:
-            lay = step_layout("mxfp4")
-            sc_at = lay.positions("scale")
-            terms = []
-            nan["mxfp4"] = []
+            sc_at = step_layout("mxfp4").positions("scale")
+            own["mxfp4"], nan["mxfp4"] = [], []
             for b in range(2):
                 m.submodules[f"mx_scale{b}"] = sp = E8M0ScalePair()
-                m.d.comb += [sp.sa.eq(p.a[sc_at[b]:sc_at[b] + 8]),
-                             sp.sw.eq(p.w[sc_at[b]:sc_at[b] + 8])]
-                terms.append((s32[b], sp.exp))
+                m.d.comb += [sp.sa.eq(code_at("a", sc_at[b])), sp.sw.eq(code_at("w", sc_at[b]))]
+                own["mxfp4"].append((s32[b], sp.exp))
                 nan["mxfp4"].append(sp.nan)
-            own["mxfp4"] = terms
         if "nvfp4" in formats:
-            lay = step_layout("nvfp4")
-            sc_at = lay.positions("scale")
+            sc_at = step_layout("nvfp4").positions("scale")
             blocks, nan["nvfp4"] = [], []
             for j in range(4):
                 m.submodules[f"nv_scale{j}"] = sp = UE4M3ScalePair()
-                m.d.comb += [sp.sa.eq(p.a[sc_at[j]:sc_at[j] + 8]),
-                             sp.sw.eq(p.w[sc_at[j]:sc_at[j] + 8])]
+                m.d.comb += [sp.sa.eq(code_at("a", sc_at[j])), sp.sw.eq(code_at("w", sc_at[j]))]
                 bsum = Signal(signed(dot_sum_bits(16)), name=f"nv_sum{j}")
                 m.d.comb += bsum.eq(s16[j])         # exact: E2M1 block sums fit 13 bits
                 term = Signal(signed(BLOCK_TERM_BITS), name=f"nv_bterm{j}")
@@ -528,16 +657,13 @@ class MultiDotUnit(DotUnit):
 
         res = self._res_formats()
         if res:
-            rprods = [ep.q[j] for j in range(32)]
-            r16 = [adder_tree(rprods[16 * b:16 * b + 16], m=m, name=f"r16_{b}")
-                   for b in range(2)]
             r32 = adder_tree(r16, m=m, name="r32")
             if "hif4" in res:
                 m.submodules.hif4_rscale = sr = ScalePair()
                 m.submodules.hif4_rterm = tr = TermFormer(len(r32))
                 at = residual_layout("hif4", residual).spec.fields["scale"].offset
                 wat = hif4.spec.fields["scale"].offset
-                m.d.comb += [sr.a.eq(p.r[at:at + 8]), sr.w.eq(p.w[wat:wat + 8]),
+                m.d.comb += [sr.a.eq(code_at("r", at)), sr.w.eq(code_at("w", wat)),
                              tr.sum.eq(r32), tr.mant.eq(sr.mant)]
                 own["hif4"].append((tr.sig, sr.exp))
                 nan["hif4"].append(sr.nan)
@@ -546,8 +672,7 @@ class MultiDotUnit(DotUnit):
                 wat = step_layout("mxfp4").positions("scale")
                 for b in range(2):
                     m.submodules[f"mx_rscale{b}"] = sp = E8M0ScalePair()
-                    m.d.comb += [sp.sa.eq(p.r[rat[b]:rat[b] + 8]),
-                                 sp.sw.eq(p.w[wat[b]:wat[b] + 8])]
+                    m.d.comb += [sp.sa.eq(code_at("r", rat[b])), sp.sw.eq(code_at("w", wat[b]))]
                     own["mxfp4"].append((r16[b], sp.exp))
                     nan["mxfp4"].append(sp.nan)
 
@@ -563,28 +688,35 @@ class MultiDotUnit(DotUnit):
         step_nan = Const(0, 1)
         for f in formats:
             step_nan = Mux(is_fmt[f], Cat(*nan[f]).any(), step_nan)
-        m.d.comb += [out.nan.eq(step_nan), out.first.eq(p.first), out.last.eq(p.last)]
-        return {}
+        m.d.comb += out.nan.eq(step_nan)
 
     def _front_parts(self):
-        """The front end: the operand muxes, the shared products (64, and 32 for the 2:4
-        residual, each with its 4:1 weight selection), the HiF4 micro-exponent adds, the
-        block-sum trees (16-element trees, then the 32- and 64-element adds), each format's
-        scale path (HiF4: :class:`hwgen.hif4.ScalePair` and :class:`hwgen.hif4.TermFormer`;
-        MXFP4: :class:`hwgen.mxfp4.E8M0ScalePair` per block pair; NVFP4:
-        :class:`hwgen.nvfp4.UE4M3ScalePair`, the 13x8-bit block product and the 0..28 shift
-        per block, their sum), the format decode and each slot's selection
-        (:mod:`hwgen.parts`)."""
+        """The front end: :class:`ElementProducts` (of one slice) and the 16-element trees;
+        with 64 lanes also what :meth:`_form_parts` counts (:mod:`hwgen.parts`)."""
+        lanes = self._lanes
+        residual = self._residual
+        out = probe(ElementProducts(self.formats, residual,
+                                    dict(payload_fields(self.unit, residual)), lanes)).parts()
+        for prefix, blocks, per in self._blocks():
+            per_tree = min(per, 16)
+            out.append(Part("tree", (per_tree, PRODUCT_BITS), per // per_tree))
+        if self.ii == 1:
+            return out + self._form_parts()
+        return out
+
+    def _form_parts(self):
+        """What forms the terms from the block sums: the 32- and 64-element adds, each
+        format's scale path (HiF4: :class:`hwgen.hif4.ScalePair` and
+        :class:`hwgen.hif4.TermFormer`; MXFP4: :class:`hwgen.mxfp4.E8M0ScalePair` per block
+        pair; NVFP4: :class:`hwgen.nvfp4.UE4M3ScalePair` and the 13x8-bit block product per
+        block, with one slot the 0..28 shifts and their sum), the format decode, each slot's
+        selection and the NaN selection (:mod:`hwgen.parts`)."""
         formats = self.formats
         n = len(formats)
         res = self._res_formats()
-        out = probe(ElementProducts(formats, self._residual,
-                                    dict(payload_fields(self.unit, self._residual)))).parts()
-        out += [Part("tree", (16, PRODUCT_BITS), 4), Part("add", (_tree_bits(16),), 2),
-                Part("add", (_tree_bits(32),))]
+        out = [Part("add", (_tree_bits(16),), 2), Part("add", (_tree_bits(32),))]
         if res:
-            out += [Part("tree", (16, PRODUCT_BITS), 2),
-                    Part("add", (_tree_bits(16),))]
+            out.append(Part("add", (_tree_bits(16),)))
         scale = {"hif4": lambda sums: probe(ScalePair()).parts()
                  + probe(TermFormer(sums)).parts(),
                  "mxfp4": lambda sums: probe(E8M0ScalePair()).parts()}

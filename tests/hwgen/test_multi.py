@@ -5,7 +5,7 @@ one configuration switching among HiF4, MXFP4 and NVFP4 simulated against the go
 import numpy as np
 import pytest
 
-from hif4spec import (FORMAT_FIELD, MULTI_FORMATS, UNITS, all_configs, module_name,
+from hif4spec import (FORMAT_FIELD, LANES, MULTI_FORMATS, UNITS, all_configs, module_name,
                       parse_module_name, payload_fields, resolve, standard_set, units_of_kind)
 from hwgen.accum import AccumSpec
 from hwgen.multi import _own_terms, slot_terms
@@ -21,7 +21,7 @@ def test_every_set_of_two_or_more_formats_is_a_unit():
     for u in MULTI:
         spec = UNITS[u]
         assert u == "_".join(("tc4", *spec.formats))
-        assert spec.residuals == ("none", "2:4") and spec.lanes == (64,)
+        assert spec.residuals == ("none", "2:4") and spec.lanes == LANES
         assert set(spec.formats) <= set(MULTI_FORMATS)
         # outside the synthesized grids, reached by name
         assert u not in {x.name for x in units_of_kind("dot")}
@@ -32,12 +32,14 @@ def test_every_set_of_two_or_more_formats_is_a_unit():
                 assert parse_module_name(module_name(*cfg)) == (*cfg, "bounded")
 
 
-def test_other_lane_counts_are_refused_with_one_line():
-    with pytest.raises(ValueError, match=r"^Lane count of tc4_hif4_nvfp4 must be one of 64, "
-                                         r"not 16$"):
-        resolve("tc4_hif4_nvfp4", lanes=16)
-    with pytest.raises(ValueError, match="Residual mode"):
+def test_bad_parameters_are_refused_with_one_line():
+    with pytest.raises(ValueError, match=r"^Lane count must be one of 16, 32, 64, not 8$"):
+        resolve("tc4_hif4_nvfp4", lanes=8)
+    with pytest.raises(ValueError, match=r"^Residual mode of tc4_mxfp4_nvfp4 must be one of "
+                                         r"none, 2:4, not 'dense'$"):
         resolve("tc4_mxfp4_nvfp4", residual="dense")
+    with pytest.raises(ValueError, match="Accumulator back end"):
+        resolve("tc4_mxfp4_nvfp4", accum="trunc")
 
 
 def test_payload_is_the_widest_step_and_a_format_field():
@@ -84,14 +86,16 @@ def test_manifest_lists_the_format_field(tmp_path):
     assert manifest["ii"] == 1 and manifest["structure"]
 
 
-def test_three_format_unit_matches_the_golden_model_across_switches():
+@pytest.mark.parametrize("lanes", [16, 64])
+def test_three_format_unit_matches_the_golden_model_across_switches(lanes):
     """The default suite's simulation of a multi-format unit: HiF4, MXFP4 and NVFP4 steps
     with the 2:4 residual, every format's named cases then random, cancelling and
     NaN/Inf-rich K-loops of the three formats interleaved, with random stalls, on the
-    compiled harness (its build is cached under ``build/fast``)."""
+    compiled harness (its build is cached under ``build/fast``); at 64 lanes (one step a
+    cycle) and at 16 (four slices a step, the block sums in partial-sum registers)."""
     from sim.bench.runner import make_stream, verify
 
-    unit, params = "tc4_hif4_mxfp4_nvfp4", {"residual": "2:4", "stages": 2, "lanes": 64,
+    unit, params = "tc4_hif4_mxfp4_nvfp4", {"residual": "2:4", "stages": 2, "lanes": lanes,
                                              "accum": "bounded"}
     res = verify(unit, **params, vectors=6000, seed=11, engine="fast")
     assert res["engine"] == "fast" and res["steps"] == 6000
