@@ -95,11 +95,10 @@ class UnitSpec:
 
     ``formats`` (two or more, in ``MULTI_FORMATS`` order) makes a multi-format dot unit:
     each step carries a format-select field (:data:`FORMAT_FIELD`, the index of the step's
-    format in ``formats``), and ``fmt`` is the first of them. ``lanes`` are the lane counts
-    the unit takes (a subset of ``LANES``). ``grid`` False keeps a unit out of the grids
-    that :func:`units_of_kind`, :func:`all_configs` and :func:`standard_set` list (the
-    synthesized tables, the sweeps and the default suite's walk over the registry); it is
-    still reached by name.
+    format in ``formats``), and ``fmt`` is the first of them. ``grid`` False keeps a unit
+    out of the grids that :func:`units_of_kind`, :func:`all_configs` and
+    :func:`standard_set` list (the synthesized tables, the sweeps and the default suite's
+    walk over the registry); it is still reached by name.
     """
 
     name: str
@@ -110,7 +109,6 @@ class UnitSpec:
     kind: str = "dot"
     accums: tuple = ACCUMS[:1]
     formats: tuple = ()
-    lanes: tuple = LANES
     grid: bool = True
 
 
@@ -150,8 +148,8 @@ def _multi_units(name, module):
     """The multi-format dot units ``<name>_<format>_<format>...``: one per set of two or
     more of ``MULTI_FORMATS``, each with the residual modes one of its formats takes (a
     step of a format without that residual ignores ``r``), every lane count and the exact
-    back ends, built by ``<module>:<unit name>``; outside the grids (``grid`` False) until their
-    grids are synthesized."""
+    back ends, built by ``<module>:<unit name>``; outside the grids (``grid`` False) until
+    their grids are synthesized."""
     from itertools import combinations
 
     out = []
@@ -182,10 +180,9 @@ def register_unit(spec):
     bad = [r for r in (*spec.residuals, *spec.standard) if r not in RESIDUAL_MODES]
     bad += [a for a in spec.accums if a not in ACCUMS]
     bad += [f for f in spec.formats if f not in FORMATS]
-    bad += [n for n in spec.lanes if n not in LANES]
     if bad:
-        raise ValueError(f"unit {spec.name!r}: unknown residual mode, back end, format or "
-                         f"lane count {bad[0]!r}")
+        raise ValueError(f"unit {spec.name!r}: unknown residual mode, back end or format "
+                         f"{bad[0]!r}")
     if UNITS.setdefault(spec.name, spec) != spec:
         raise ValueError(f"another unit is registered as {spec.name!r}")
     return spec
@@ -274,9 +271,9 @@ def check_params(unit, residual, stages, lanes, accum=None):
     if isinstance(stages, bool) or not isinstance(stages, int) or stages not in STAGES:
         raise ValueError(f"Stage count must be an integer from {STAGES[0]} to {STAGES[-1]}, "
                          f"not {stages!r}")
-    if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes not in spec.lanes:
-        raise ValueError(f"Lane count{' of ' + unit if spec.lanes != LANES else ''} must be "
-                         f"one of {', '.join(map(str, spec.lanes))}, not {lanes!r}")
+    if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes not in LANES:
+        raise ValueError(f"Lane count must be one of {', '.join(map(str, LANES))}, "
+                         f"not {lanes!r}")
     if accum is not None and accum not in spec.accums:
         if not spec.accums:
             raise ValueError(f"{unit} is an encoder and has no accumulator: drop the "
@@ -372,7 +369,7 @@ def all_configs(kind=None, grid=True):
     grids (``grid`` False: every registered unit) or of those of ``kind``: units as
     registered, then their residual modes, stages and lanes ascending."""
     return [(u.name, r, s, n) for u in _units(kind, grid) for r in u.residuals
-            for s in STAGES for n in u.lanes]
+            for s in STAGES for n in LANES]
 
 
 def standard_set(kind=None):
