@@ -148,8 +148,8 @@ def _multi_units(name, module):
     """The multi-format dot units ``<name>_<format>_<format>...``: one per set of two or
     more of ``MULTI_FORMATS``, each with the residual modes one of its formats takes (a
     step of a format without that residual ignores ``r``), every lane count and the exact
-    back ends, built by ``<module>:<unit name>``; outside the grids (``grid`` False) until
-    their grids are synthesized."""
+    back ends, built by ``<module>:<unit name>``; outside the grids (``grid`` False) and
+    the standard set until their grids are synthesized."""
     from itertools import combinations
 
     out = []
@@ -158,9 +158,8 @@ def _multi_units(name, module):
             residuals = tuple(r for r in RESIDUAL_MODES[:2]
                               if any(r in format_residuals(f) for f in formats))
             unit = "_".join((name, *formats))
-            out.append(UnitSpec(unit, formats[0], f"{module}:{unit}", residuals,
-                                residuals, accums=EXACT_ACCUMS, formats=formats,
-                                grid=False))
+            out.append(UnitSpec(unit, formats[0], f"{module}:{unit}", residuals, (),
+                                accums=EXACT_ACCUMS, formats=formats, grid=False))
     return out
 
 
