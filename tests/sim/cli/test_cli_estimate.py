@@ -7,7 +7,8 @@ import shutil
 
 import pytest
 
-from hif4spec import UNITS, accums_of, default_accum, module_name, standard_set, unit_spec
+from hif4spec import (UNITS, accums_of, default_accum, module_name, standard_set, unit_spec,
+                      units_of_kind)
 from sim.cli import main
 from sim.cost.estimate import RTL_DIR, find_manifests, select_manifest
 
@@ -15,7 +16,7 @@ from sim.cost.estimate import RTL_DIR, find_manifests, select_manifest
 # of its standard residual modes, in registry order; DOT: those of the dot units.
 STANDARD = [(u.name, r) for u in UNITS.values() for r in u.standard]
 DOT = [(u, r) for u, r in STANDARD if unit_spec(u).kind == "dot"]
-DOT_UNITS = ", ".join(u.name for u in UNITS.values() if u.kind == "dot")
+DOT_UNITS = ", ".join(u.name for u in units_of_kind("dot"))
 
 
 def test_rtl_out_holds_the_standard_set():
