@@ -1,7 +1,7 @@
 """Verify the multi-format dot units on the compiled harness and count the steps per format.
 
-``python -P benchmarks/verify_multi.py [--steps-per-format N] [--units LIST] [--accums LIST]``
-runs ``hif4 verify``'s engine (:func:`sim.bench.runner.verify`, the fast harness, random
+``python -P benchmarks/verify_multi.py [--steps-per-format N] [--units LIST] [--accums LIST]
+[--stages N] [--lanes LIST]`` runs ``hif4 verify``'s engine (:func:`sim.bench.runner.verify`, the fast harness, random
 stalls) on every residual mode of each multi-format unit (``hif4spec.UnitSpec.formats``)
 with ``N`` steps per format of the unit (the named cases of every format first, then each
 format's random, cancelling and NaN/Inf-rich K-loops, the formats switching between
@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from hif4spec import EXACT_ACCUMS, UNITS, resolve
+from hif4spec import DEFAULTS, EXACT_ACCUMS, LANES, STAGES, UNITS, resolve
 from sim.bench.runner import FAST_CHUNK, chunk_stream, verify
 
 
@@ -41,31 +41,35 @@ def main(argv=None):
     ap.add_argument("--steps-per-format", type=float, default=1e5)
     ap.add_argument("--units", default=",".join(multi))
     ap.add_argument("--accums", default="bounded")
+    ap.add_argument("--stages", type=int, default=DEFAULTS["stages"], choices=STAGES)
+    ap.add_argument("--lanes", default=str(DEFAULTS["lanes"]))
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args(argv)
     units = args.units.split(",")
     accums = args.accums.split(",")
+    lanes = args.lanes.split(",")
     bad = [u for u in units if u not in multi] + [a for a in accums if a not in EXACT_ACCUMS]
+    bad += [n for n in lanes if n not in map(str, LANES)]
     if bad:
-        print(f"verify_multi: not a multi-format unit or exact back end: {bad[0]!r} (units: "
-              f"{', '.join(multi)}; back ends: {', '.join(EXACT_ACCUMS)})", file=sys.stderr)
+        print(f"verify_multi: not a multi-format unit, exact back end or lane count: "
+              f"{bad[0]!r} (units: {', '.join(multi)}; back ends: {', '.join(EXACT_ACCUMS)}; "
+              f"lanes: {', '.join(map(str, LANES))})", file=sys.stderr)
         return 2
     failed = False
-    for unit in units:
-        for residual in UNITS[unit].residuals:
-            for accum in accums:
-                params = resolve(unit, residual=residual, accum=accum)
-                steps = int(args.steps_per_format) * len(UNITS[unit].formats)
-                t0 = time.perf_counter()
-                res = verify(unit, **params, vectors=steps, seed=args.seed, engine="fast",
-                             progress=True)
-                counts, switches = format_counts(unit, residual, steps, args.seed)
-                failed |= bool(res["mismatches"])
-                print(f"{res['module']}: {res['steps']} steps ("
-                      + ", ".join(f"{f} {n}" for f, n in counts.items())
-                      + f"), {switches} format switches, {res['outputs']} outputs, "
-                      f"{res['mismatches']} mismatches, {time.perf_counter() - t0:.0f} s",
-                      flush=True)
+    configs = [(u, r, a, int(n)) for u in units for r in UNITS[u].residuals for a in accums
+               for n in lanes]
+    for unit, residual, accum, n in configs:
+        params = resolve(unit, residual=residual, stages=args.stages, lanes=n, accum=accum)
+        steps = int(args.steps_per_format) * len(UNITS[unit].formats)
+        t0 = time.perf_counter()
+        res = verify(unit, **params, vectors=steps, seed=args.seed, engine="fast",
+                     progress=True)
+        counts, switches = format_counts(unit, residual, steps, args.seed)
+        failed |= bool(res["mismatches"])
+        print(f"{res['module']}: {res['steps']} steps ("
+              + ", ".join(f"{f} {c}" for f, c in counts.items())
+              + f"), {switches} format switches, {res['outputs']} outputs, "
+              f"{res['mismatches']} mismatches, {time.perf_counter() - t0:.0f} s", flush=True)
     return 1 if failed else 0
 
 
