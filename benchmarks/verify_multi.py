@@ -3,11 +3,11 @@
 ``python -P benchmarks/verify_multi.py [--steps-per-format N] [--units LIST] [--accums LIST]
 [--stages N] [--lanes LIST]`` runs ``hif4 verify``'s engine (:func:`sim.bench.runner.verify`,
 the fast harness, random stalls) on every residual mode of each multi-format unit
-(``hif4spec.UnitSpec.formats``) with ``N`` steps per format of the unit (the named cases of every format first, then each
-format's random, cancelling and NaN/Inf-rich K-loops, the formats switching between
-accumulations), and prints one line per configuration: steps of each format (counted on the
-same chunk streams the run checked), format switches, outputs and mismatches. Exit status 1
-if any configuration has a mismatch.
+(``hif4spec.UnitSpec.formats``) with ``N`` steps per format of the unit (the named cases of
+every format first, then each format's random, cancelling and NaN/Inf-rich K-loops, the
+formats switching between accumulations), and prints one line per configuration: steps of
+each format (counted on the same chunk streams the run checked), format switches, outputs
+and mismatches. Exit status 1 if any configuration has a mismatch.
 """
 
 import argparse
