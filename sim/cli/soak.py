@@ -101,6 +101,11 @@ def run(args):
     else:
         rtl = None
         unit, params = unit_params(args)
+    from hif4spec import unit_spec
+    name = unit if rtl is None else rtl[1]["unit"]
+    if unit_spec(name).formats:
+        raise CLIError(f"{name} is a multi-format unit, which the soak does not shrink or "
+                       f"replay; verify it in chunks with hif4 verify --unit {name} --vectors N")
     try:
         state, report = soak(unit, params, rtl=rtl, steps=int(steps), chunk=args.chunk_steps,
                              seed=args.seed, mix=mix, valid_prob=args.valid_prob,
