@@ -173,15 +173,14 @@ def register_unit(spec):
     unit has its name."""
     if spec.kind not in KINDS:
         raise ValueError(f"Unit kind must be one of {', '.join(KINDS)}, not {spec.kind!r}")
-    if spec.fmt not in FORMATS:
-        raise ValueError(f"unit {spec.name!r} names format {spec.fmt!r}, which "
-                         "hif4spec.FORMATS does not have")
+    for fmt in (spec.fmt, *spec.formats):
+        if fmt not in FORMATS:
+            raise ValueError(f"unit {spec.name!r} names format {fmt!r}, which "
+                             "hif4spec.FORMATS does not have")
     bad = [r for r in (*spec.residuals, *spec.standard) if r not in RESIDUAL_MODES]
     bad += [a for a in spec.accums if a not in ACCUMS]
-    bad += [f for f in spec.formats if f not in FORMATS]
     if bad:
-        raise ValueError(f"unit {spec.name!r}: unknown residual mode, back end or format "
-                         f"{bad[0]!r}")
+        raise ValueError(f"unit {spec.name!r}: unknown residual mode or back end {bad[0]!r}")
     if UNITS.setdefault(spec.name, spec) != spec:
         raise ValueError(f"another unit is registered as {spec.name!r}")
     return spec
