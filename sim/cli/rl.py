@@ -89,6 +89,10 @@ def register(subparsers):
                      help="checkpoint every N steps (default 5; --quick 1)")
     llm.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
                      help="where the model runs (default cpu)")
+    llm.add_argument("--compile", action="store_true",
+                     help="run the quantizers through torch.compile (for a GPU, where eager "
+                          "quantization is launch-bound; benchmarks/rl_gpu.py measures the "
+                          "gain and checks the results stay bit-identical)")
     output_option(llm, "--run-dir", kind="folder", metavar="DIR",
                   help="folder for the runs' checkpoints and results, one subfolder per "
                        "settings, configuration and seed (default build/rl/smollm2); a run "
@@ -133,6 +137,7 @@ SMOLLM2_ONLY = [("train", "--train", None), ("rollout", "--rollout", None),
                 ("group", "--group", None), ("max_tokens", "--max-tokens", None),
                 ("lr", "--lr", None), ("eval_every", "--eval-every", None),
                 ("save_every", "--save-every", None), ("device", "--device", "cpu"),
+                ("compile", "--compile", False),
                 ("run_dir", "--run-dir", None)]
 TOY_ONLY = [("formats", "--formats", ",".join(FP4_FORMATS)), ("warmup_steps",
             "--warmup-steps", None), ("jobs", "--jobs", 1)]
@@ -203,11 +208,17 @@ def _run_smollm2(args):
     import torch
 
     torch.set_num_threads(args.threads)
+    from sim.rl.qlinear import compile_quantizers
+
     runs = []
-    for seed, d in zip(seeds, dirs):
-        runs.append(trl_grpo.run(config, settings, seed, d, device=args.device,
-                                 progress=not args.quiet))
-        print(f"hif4 rl: {config.name} seed {seed}: run folder {d}", file=sys.stderr)
+    compile_quantizers(args.compile, dynamic=True)
+    try:
+        for seed, d in zip(seeds, dirs):
+            runs.append(trl_grpo.run(config, settings, seed, d, device=args.device,
+                                     progress=not args.quiet))
+            print(f"hif4 rl: {config.name} seed {seed}: run folder {d}", file=sys.stderr)
+    finally:
+        compile_quantizers(False)
     results = trl_grpo.results_doc(settings, [config], seeds, runs)
     if args.quick:
         print(f"SMOKE RUN (--quick: {settings.steps} GRPO steps of {settings.prompts}x"

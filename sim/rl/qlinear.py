@@ -39,8 +39,28 @@ from .torch_quant import FORMATS, RESQ_MODES, quantize_tensor, resq_parts, to_nu
 __all__ = [
     "Precision", "QuantLinear", "convert_linears", "set_mode", "set_collect_stats",
     "reset_stats", "gather_stats", "default_layer_type", "GEMMS", "set_gemm", "default_gemm",
-    "RESQ_EXTRA", "clear_weight_caches",
+    "RESQ_EXTRA", "clear_weight_caches", "compile_quantizers",
 ]
+
+#: The quantizers the layers call: :func:`~sim.rl.torch_quant.quantize_tensor` and
+#: :func:`~sim.rl.torch_quant.resq_parts`, or their ``torch.compile`` forms
+#: (:func:`compile_quantizers`).
+_QUANT = {"tensor": quantize_tensor, "resq": resq_parts}
+
+
+def compile_quantizers(enable=True, **options):
+    """Run every QuantLinear's quantizers through ``torch.compile(fn, **options)``
+    (``enable=False``: eagerly again). On a GPU one eager quantization is tens of kernel
+    launches; compiled, a few fused kernels. Whether the compiled quantizers stay
+    bit-identical to the eager ones (and so to the golden model) on a device is checked by
+    ``benchmarks/rl_gpu.py``, which compares them on the run's shapes."""
+    if enable:
+        torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
+        _QUANT["tensor"] = torch.compile(quantize_tensor, **options)
+        _QUANT["resq"] = torch.compile(resq_parts, **options)
+    else:
+        _QUANT.update(tensor=quantize_tensor, resq=resq_parts)
+
 
 #: Rollout-ResQ sparsifiers the experiments (:mod:`sim.rl.grpo`, :mod:`sim.rl.smollm2`) run
 #: for some formats only, by format: the tensor-wide channel50 and block32x64 sparsifiers
@@ -99,7 +119,7 @@ class _QuantGemm(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x2, weight, wq_k, layer, prec):
-        xq = quantize_tensor(x2, prec.act, 1, **prec.options(prec.act))
+        xq = _QUANT["tensor"](x2, prec.act, 1, **prec.options(prec.act))
         ctx.save_for_backward(x2, weight)
         ctx.layer, ctx.prec = layer, prec
         if layer.bit_true(prec):
@@ -113,12 +133,12 @@ class _QuantGemm(torch.autograd.Function):
         g_opts = prec.options(prec.grad)
         gx = gw = None
         if ctx.needs_input_grad[0]:
-            gq = quantize_tensor(gy, prec.grad, 1, **g_opts)              # (M, N) along N
+            gq = _QUANT["tensor"](gy, prec.grad, 1, **g_opts)              # (M, N) along N
             wq_n = layer.quantized_weight(prec.weight, 0, prec.options(prec.weight))
             gx = gq @ wq_n                                              # (M, K)
         if ctx.needs_input_grad[1]:
-            gq = quantize_tensor(gy, prec.grad, 0, **g_opts)              # along M
-            xq_m = quantize_tensor(x2, prec.act, 0, **prec.options(prec.act))
+            gq = _QUANT["tensor"](gy, prec.grad, 0, **g_opts)              # along M
+            xq_m = _QUANT["tensor"](x2, prec.act, 0, **prec.options(prec.act))
             gw = gq.transpose(0, 1) @ xq_m                              # (N, K)
         return gx, gw, None, None, None
 
@@ -219,7 +239,7 @@ class QuantLinear(nn.Module):
         hit = self._wcache.get(key)
         if hit is not None and hit[0] == stamp:
             return hit[1]
-        value = quantize_tensor(w.detach(), fmt, axis, **options)
+        value = _QUANT["tensor"](w.detach(), fmt, axis, **options)
         self._wcache[key] = (stamp, value)
         return value
 
@@ -290,7 +310,7 @@ class QuantLinear(nn.Module):
             if self.bit_true(prec):
                 y2 = self.unit_gemm(x2, prec)
             else:
-                xq = quantize_tensor(x2, prec.act, 1, **prec.options(prec.act))
+                xq = _QUANT["tensor"](x2, prec.act, 1, **prec.options(prec.act))
                 y2 = F.linear(xq, wq_k)
         else:
             y2 = _QuantGemm.apply(x2, self.weight, wq_k, self, prec)
@@ -303,9 +323,9 @@ class QuantLinear(nn.Module):
         if prec.act is None:
             xq = main = x.detach()
         elif prec.resq is None:
-            xq = main = quantize_tensor(x.detach(), prec.act, -1, **opts)
+            xq = main = _QUANT["tensor"](x.detach(), prec.act, -1, **opts)
         else:
-            xq, main = resq_parts(x.detach(), prec.act, prec.resq, -1, **opts)
+            xq, main = _QUANT["resq"](x.detach(), prec.act, prec.resq, -1, **opts)
         if self.collect_stats and prec.act is not None:
             nonzero = (x != 0) & ~torch.isnan(x)
             self.stats["nonzero"] += int(nonzero.sum())

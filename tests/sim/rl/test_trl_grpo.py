@@ -228,3 +228,36 @@ def test_cli_bad_options(argv, words, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and words in err[0], err
+
+
+def test_adapters_on_a_causal_lm(tokenizer, tmp_path):
+    """The recipe of docs/rl_smollm2_grpo.md for any Hugging Face causal LM: convert its
+    Linears, train with QuantGRPOTrainer and TRL's own config (here a random Llama)."""
+    from datasets import Dataset
+    from trl import GRPOConfig
+
+    from sim.rl.qlinear import Precision, QuantLinear, convert_linears
+    from sim.rl.trl_grpo import QuantGRPOTrainer
+
+    model = tiny_model(tokenizer)
+    convert_linears(model, train=Precision(),
+                    rollout=Precision(weight="mxfp4", act="mxfp4", resq="2:4"),
+                    skip=lambda name, module: name == "lm_head")
+    data = Dataset.from_list([{"prompt": f"{a} + {a} =", "answer": 2 * a} for a in range(8)])
+
+    def reward(completions, answer, **kwargs):
+        return [float(c.strip().startswith(str(a))) + len(c) / 100
+                for c, a in zip(completions, answer)]
+
+    args = GRPOConfig(output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=4,
+                      num_generations=2, max_completion_length=4, report_to=[],
+                      use_cpu=True, bf16=False, gradient_checkpointing=False,
+                      save_strategy="no", disable_tqdm=True)
+    trainer = QuantGRPOTrainer(model=model, reward_funcs=reward, args=args,
+                               train_dataset=data, processing_class=tokenizer, tis_cap=2.0)
+    trainer.train()
+    logged = trainer.state.log_history[0]
+    assert logged["mismatch/abs_log_ratio"] > 0 and 0 < logged["rollout/underflow"] < 1
+    assert "tis/truncated" in logged
+    assert sum(isinstance(m, QuantLinear) for m in model.modules()) == 14
+    assert all(m.mode == "train" for m in model.modules() if isinstance(m, QuantLinear))
