@@ -81,7 +81,9 @@ def test_generate_one_unit(tmp_path, capsys):
 @pytest.mark.parametrize("argv, message", [
     (["generate"], "give --unit NAME"),
     (["generate", "--unit", "fp8"], "Unit must be one of hif4, mxfp4, nvfp4, hif4_quant, "
-                                       "mxfp4_quant, nvfp4_quant, not 'fp8'"),
+                                       "mxfp4_quant, nvfp4_quant, tc4_hif4_mxfp4_nvfp4, "
+                                       "tc4_hif4_mxfp4, tc4_hif4_nvfp4, tc4_mxfp4_nvfp4, "
+                                       "not 'fp8'"),
     (["generate", "--unit", "hif4", "--stages", "0"], "Stage count must be an integer from 1"),
     (["generate", "--all", "--unit", "hif4"], "--all writes the standard set"),
     (["generate", "--unit", "nvfp4", "--residual", "2:4"],
