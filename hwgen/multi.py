@@ -1,8 +1,8 @@
 """Multi-format dot-product units: HiF4, MXFP4 and NVFP4 steps on one shared datapath.
 
 A unit ``tc4_<format>_<format>[_<format>]`` (``hif4spec.MULTI_FORMATS``: any two or three
-of hif4, mxfp4, nvfp4; ``hif4spec.UnitSpec.formats``) takes one 64-element step per cycle,
-as the single-format units do, and each step names its format: the payload's
+of hif4, mxfp4, nvfp4; ``hif4spec.UnitSpec.formats``) takes one 64-element step per
+transfer, as the single-format units do, and each step names its format: the payload's
 ``hif4spec.FORMAT_FIELD`` (``fmt``) holds the index of the step's format in the unit's
 ``formats``. Every step of a K-loop has the format of its ``first`` step: the format may
 change only at ``first`` (a stream that changes it elsewhere adds steps of two formats into
@@ -21,7 +21,8 @@ Shared, one copy for every format
    each format's layout (HiF4: one 64-element block; MXFP4: two blocks of 32 with a scale
    after each; NVFP4: four of 16); a ``len(formats)``:1 mux per element and operand picks
    the step's format's bits (elements 0..15 sit at the same bits in all three: no mux).
-2. Element products (:class:`SharedProduct`, 64 per step, 32 more for the 2:4 residual):
+2. Element products (:class:`SharedProduct`, ``lanes`` per cycle, half as many more for
+   the 2:4 residual; with the operand muxes: :class:`ElementProducts`):
    a 4-bit code decodes to a magnitude ``mag`` and a shift ``sh``: HiF4's S1P2 ``k`` is
    ``mag = k`` (0..7, quarters), ``sh = 0``; E2M1's ``2|x|`` in {0, 1, 2, 3, 4, 6, 8, 12}
    is ``mag = {e != 0, m}`` (0..3), ``sh = max(e - 1, 0)``. ONE 3x3-bit multiplier forms
@@ -36,11 +37,13 @@ Shared, one copy for every format
 4. The accumulator: ONE exact FP32 accumulator (either exact back end, ``window`` or
    ``bounded``) whose term slots cover every selected format. Slot ``k`` carries the
    ``k``-th term of the step's format (HiF4: main, residual; MXFP4: block 0, block 1,
-   residual block 0, residual block 1; NVFP4: the four block terms pre-added on the grid
-   ``2**-20``, as its own unit does), zero where the format has fewer terms. A slot's
-   significand is as wide as its widest format's and its exponent field is each format's
-   field plus a constant that puts every format on the slot's bias (the largest of theirs),
-   so one alignment covers all of them.
+   residual block 0, residual block 1; NVFP4: its four block terms, or, where no other
+   format needs a second slot, their sum on the grid ``2**-20`` as its own unit forms it:
+   the bounded back end pairs or splits only terms of at most 24 significand bits), zero
+   where the format has fewer terms. A slot's significand is as wide as its widest
+   format's, and every slot has one bias (the largest of any format's) and exponent field
+   width: each format's exponent field plus a constant (:func:`slot_terms`), so one
+   alignment covers all of them.
 
 Per format
 ----------
@@ -48,12 +51,12 @@ The scale decodes: HiF4's E6M2 pair (:class:`hwgen.hif4.ScalePair`: a 3x3-bit si
 product, an exponent add) and the block sum x significand product
 (:class:`hwgen.hif4.TermFormer`); MXFP4's E8M0 pairs (:class:`hwgen.mxfp4.E8M0ScalePair`: an
 exponent add each); NVFP4's UE4M3 pairs (:class:`hwgen.nvfp4.UE4M3ScalePair`: a 4x4-bit
-significand product and a shift each), its 13x8-bit block products and its 0..28 shifts
-onto the common grid; the NaN compares of each format's scale codes. The scale paths are
-kept apart: their multipliers differ in width and in what they multiply (HiF4 multiplies
-the block sum after the tree, NVFP4 each block sum), so sharing one would widen it to the
-wider of each pair of operands. The step's format selects each slot's significand and
-exponent and the NaN flag.
+significand product and a shift each), its 13x8-bit block products and (one slot) its
+0..28 shifts onto the common grid; the NaN compares of each format's scale codes. The
+scale paths are kept apart: their multipliers differ in width and in what they multiply
+(HiF4 multiplies the block sum after the tree, NVFP4 each block sum), so sharing one would
+widen it to the wider of each pair of operands. The step's format selects each slot's
+significand and exponent and the NaN flag.
 
 Residual
 --------
