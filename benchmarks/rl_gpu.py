@@ -144,6 +144,8 @@ def main(argv=None):
         parser.error("torch sees no CUDA device; use --tiny for the CPU code path")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     size = "tiny" if args.tiny else "gpu"
+    if args.tiny:
+        torch.set_num_threads(1)        # as hif4 rl: more threads thrash on a shared CPU
     t0 = time.perf_counter()
     name = torch.cuda.get_device_name() if device == "cuda" else "CPU"
     _say(f"rl_gpu: {name}, torch {torch.__version__}")

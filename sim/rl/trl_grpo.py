@@ -368,6 +368,7 @@ def _callback(trainer_ref, settings, task, tokenizer, heartbeat, stop_after):
         def on_train_begin(self, args, state, control, **kw):
             if state.global_step == 0:
                 trainer = trainer_ref[0]
+                trainer.phase = "held-out evaluation"
                 model = trainer._policy()
                 acc = heldout_accuracy(model, tokenizer, task, settings.eval_tokens)
                 acc_f = heldout_accuracy(model, tokenizer, task, settings.eval_tokens,
