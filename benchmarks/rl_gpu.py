@@ -112,6 +112,7 @@ def rl_runs(device, sizes, all_fp4, folder):
                            "--eval-every", str(steps), "--save-every", str(steps),
                            "--run-dir", str(Path(folder) / mode), "--json", str(path)]
             argv += ["--compile"] if mode == "compiled" else []
+            argv += ["--quick"] if sizes == RL_SIZES["tiny"] else []      # 4 held-out prompts
             _say("  $ hif4 " + " ".join(argv[len(HIF4):]))
             t = time.perf_counter()
             subprocess.run(argv, cwd=ROOT, check=True)
