@@ -623,6 +623,11 @@ def _group_inputs(s, g, manifest):
 
 def _step_inputs(stream, k):
     out = {"first": bool(stream["first"][k]), "last": bool(stream["last"][k])}
+    if "parts" in stream:           # a multi-format stream: the step in its format's part
+        code = int(stream["fmt"][k])
+        fmt = stream["formats"][code]
+        out["format"] = fmt
+        stream, k = stream["parts"][fmt], int((stream["fmt"][:k] == code).sum())
     for key in ("a", "w", "r"):
         if stream[key] is not None:
             out[key] = {f: np.asarray(v[k]).tolist() for f, v in stream[key].items()}
