@@ -1,16 +1,17 @@
 """Area of the multi-format dot units beside the single-format units (NAND2 equivalents).
 
-``python -P benchmarks/multi_area.py [--stages N] [--accum A] [--synth]`` generates (cached,
-``build/rtl``) every multi-format unit (``hif4spec.UnitSpec.formats``) with each residual
-mode and the single-format units at the same stages, 64 lanes and back end, and prints the
-area model's estimate from each manifest's structure (:func:`sim.area_model.estimate_manifest`)
-twice: with the coefficients as fitted (``model``: the single-format units have per-unit
-factors fitted to their synthesis, a multi-format unit has none) and with the per-unit
-factors left out (``structure``: every unit from its structure alone, comparable across
-units); the synthesized figure where the synthesis table holds the module (``synth``);
-then what HiF4 adds to the MXFP4 + NVFP4 unit and what the 2:4 residual adds on top, in %
-and NAND2 per MAC (64 MACs per cycle). ``--synth`` also synthesizes each multi-format module
-the synthesis cache lacks (tens of minutes to hours each on two cores).
+``python -P benchmarks/multi_area.py [--stages N] [--accum A] [--synth [--backend B]]``
+generates (cached, ``build/rtl``) every multi-format unit (``hif4spec.UnitSpec.formats``)
+with each residual mode and the single-format units at the same stages, 64 lanes and back
+end, and prints the area model's estimate from each manifest's structure
+(:func:`sim.area_model.estimate_manifest`) twice: with the coefficients as fitted
+(``model``: the single-format units have per-unit factors fitted to their synthesis, a
+multi-format unit has none) and with the per-unit factors left out (``structure``: every
+unit from its structure alone, comparable across units); the synthesized figure where the
+synthesis table holds the module (``synth``); then what HiF4 adds to the MXFP4 + NVFP4 unit
+and what the 2:4 residual adds on top, in % and NAND2 per MAC (64 MACs per cycle).
+``--synth`` also synthesizes each multi-format module the synthesis cache lacks (tens of
+minutes to hours each on two cores; ``--backend native``, the pyosys build, is the faster).
 """
 
 import argparse
@@ -20,11 +21,12 @@ from hif4spec import EXACT_ACCUMS, STAGES, UNITS, module_name, resolve
 from sim.area_model import estimate_manifest, load_coeffs
 from sim.bench.runner import REPO, generate_cached
 from sim.cost import table
+from sim.cost.synth import BACKENDS
 
 MACS = 64
 
 
-def figures(unit, residual, stages, accum, synth):
+def figures(unit, residual, stages, accum, synth, backend=None):
     """``{module, model, structure, synth}`` of one configuration."""
     params = resolve(unit, residual=residual, stages=stages, lanes=64, accum=accum)
     module = module_name(unit, **params)
@@ -36,7 +38,8 @@ def figures(unit, residual, stages, accum, synth):
         from sim.cost.synth import synthesize_text
 
         print(f"multi_area: synthesizing {module} ...", file=sys.stderr, flush=True)
-        nand2 = synthesize_text(text, module, checkpoint=True, timeout=6 * 3600).nand2
+        nand2 = synthesize_text(text, module, checkpoint=True, timeout=6 * 3600,
+                                backend=backend).nand2
     return {"module": module, "model": estimate_manifest(manifest).nand2,
             "structure": estimate_manifest(manifest, {**load_coeffs(), "units": {}}).nand2,
             "synth": nand2}
@@ -47,6 +50,9 @@ def main(argv=None):
     ap.add_argument("--stages", type=int, default=3, choices=STAGES)
     ap.add_argument("--accum", default="bounded", choices=EXACT_ACCUMS)
     ap.add_argument("--synth", action="store_true")
+    ap.add_argument("--backend", choices=BACKENDS, default=None,
+                    help="Yosys build of --synth (default: sim.cost.synth.default_backend; "
+                         "native is the faster pyosys build)")
     args = ap.parse_args(argv)
     rows = {}
     singles = [u.name for u in UNITS.values() if u.kind == "dot" and u.grid]
@@ -57,7 +63,7 @@ def main(argv=None):
                 continue
             print(f"multi_area: {unit} {residual} ...", file=sys.stderr, flush=True)
             rows[unit, residual] = figures(unit, residual, args.stages, args.accum,
-                                           args.synth and unit in multis)
+                                           args.synth and unit in multis, args.backend)
     print(f"{'module':44} {'model':>8} {'structure':>9} {'synth':>8} {'per MAC':>8}")
     for r in rows.values():
         synth = f"{r['synth']:8.0f}" if r["synth"] is not None else f"{'-':>8}"
