@@ -69,7 +69,7 @@ def interleave(unit, parts, rng):
     stream}``): their accumulator chains in a random order, each part's in its own order,
     so that the format switches between accumulations (at ``first`` steps only)."""
     formats = unit_spec(unit).formats
-    parts = {f: s for f, s in parts.items() if len(s["first"])}
+    parts = {f: dict(s) for f, s in parts.items() if len(s["first"])}
     for s in parts.values():
         s["first"] = np.asarray(s["first"], dtype=bool).copy()
         s["first"][0] = True
