@@ -110,18 +110,28 @@ def load_policy(device="cpu", cache_dir=CACHE_DIR):
     cache_dir = Path(cache_dir)
     stamp = cache_dir / "gguf.sha256"
     digest = _file_digest(gguf_path())
-    if not (stamp.is_file() and stamp.read_text().strip() == digest):
+    def fresh():
+        return stamp.is_file() and stamp.read_text().strip() == digest
+
+    if not fresh():
         tokenizer, model = load_smollm2("cpu")
         model.hf_quantizer = None           # the weights are float32 now, trainable
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
-        tmp = cache_dir.with_name(cache_dir.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        (tmp / "gguf.sha256").write_text(digest + "\n")
-        shutil.rmtree(cache_dir, ignore_errors=True)
-        tmp.rename(cache_dir)
+        # written beside and renamed into place: sweep workers may load at the same time
+        tmp = cache_dir.with_name(f"{cache_dir.name}.tmp{os.getpid()}")
+        try:
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+            (tmp / "gguf.sha256").write_text(digest + "\n")
+            if not fresh():
+                shutil.rmtree(cache_dir, ignore_errors=True)
+                try:
+                    tmp.rename(cache_dir)
+                except OSError:             # another process put its copy there first
+                    pass
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     tokenizer = AutoTokenizer.from_pretrained(cache_dir, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(cache_dir, dtype=torch.float32,
                                                  local_files_only=True)
