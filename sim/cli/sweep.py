@@ -399,7 +399,6 @@ def _run_rl_smollm2(args, cluster):
     .matrix`, one task per configuration and seed, resuming runs from their folders."""
     import dataclasses
     import json
-    import time
 
     from sim.rl.trl_config import FP4, FULL, QUICK, RUNS_DIR, matrix, run_path
 
@@ -454,11 +453,11 @@ def _run_rl_smollm2(args, cluster):
         print(f"hif4 sweep rl: {len(configs)} configurations x {len(seeds)} seed(s), "
               f"{len(done)} runs already in {display_path(path)}, {len(tasks)} to run "
               f"(run folders under {display_path(RUNS_DIR)})", file=sys.stderr)
-    t0 = time.monotonic()
     try:
+        kept = [f"{c.name} seed {s}" for s in seeds for c in configs if (c.name, s) in done]
         report = sweep.run_tasks(tasks, merge, cluster=cluster, jobs=args.jobs,
                                  retries=args.retries, progress=not args.quiet,
-                                 desc="hif4 sweep rl")
+                                 desc="hif4 sweep rl", report=sweep.Report(skipped=kept))
     except sweep.Interrupted as stop:
         print(f"hif4 sweep rl: interrupted: {len(stop.report.done)} runs finished now and "
               f"kept in {display_path(path)}; the same command goes on (runs part-way "
@@ -478,7 +477,7 @@ def _run_rl_smollm2(args, cluster):
     if args.quick:
         print("SMOKE RUN (--quick): every configuration runs; not a result")
     sys.stdout.write(trl_grpo.format_table(doc["summary"]))
-    print(f"hif4 sweep rl: {report.summary('runs')}; {time.monotonic() - t0:.0f} s; results "
+    print(f"hif4 sweep rl: {report.summary('runs')}; results "
           f"{display_path(path)}", file=sys.stderr)
     for name, message in report.failed.items():
         print(f"FAILED {name}: {message}")
