@@ -261,3 +261,20 @@ def test_adapters_on_a_causal_lm(tokenizer, tmp_path):
     assert "tis/truncated" in logged
     assert sum(isinstance(m, QuantLinear) for m in model.modules()) == 14
     assert all(m.mode == "train" for m in model.modules() if isinstance(m, QuantLinear))
+
+
+def test_bit_true_rollouts(tokenizer, tmp_path):
+    """``gemm="bit-true"``: the rollout GEMMs come from the HiF4 dot-product unit; on this
+    model (K = 64 and 128) its results equal the fake-quantized GEMM's, so the run ends
+    with the same weights."""
+    import dataclasses
+
+    config = RunConfig(train="fp32", rollout="hif4")
+    runs = {}
+    for gemm in ("fake", "bit-true"):
+        model = tiny_model(tokenizer)
+        runs[gemm] = trl_grpo.run(config, dataclasses.replace(QUICK, gemm=gemm), 0,
+                                  tmp_path / gemm, progress=False, loaded=(tokenizer, model))
+        assert {m.gemm for m in trl_grpo._quant_layers(model)} == {gemm}
+    assert runs["bit-true"]["state_sha256"] == runs["fake"]["state_sha256"]
+    assert runs["bit-true"]["abs_log_ratio"] == runs["fake"]["abs_log_ratio"]
