@@ -74,8 +74,9 @@ def register(subparsers):
                           "min(pi_train / pi_rollout, CAP) (default: off, FP4 rollouts taken "
                           "as on-policy, as TRL does without vLLM)")
     llm.add_argument("--task", default=None,
-                     help="max-fewshot (default; two worked examples) or max-zeroshot: which "
-                          "of two numbers 1-99 is larger, exact-match reward")
+                     help="max-fewshot (default; plain text, two worked examples) or "
+                          "max-zeroshot (the question alone, as a chat turn): which of two "
+                          "numbers 1-99 is larger, exact-match reward")
     llm.add_argument("--prompts", type=int, default=None,
                      help="prompts per step (default 8; --quick 2)")
     llm.add_argument("--group", type=int, default=None,

@@ -318,7 +318,10 @@ def heldout_accuracy(model, tokenizer, task, max_tokens, precision=None, batch=1
     try:
         for i in range(0, len(rows), batch):
             chunk = rows[i:i + batch]
-            enc = tokenizer([r["prompt"] for r in chunk], return_tensors="pt", padding=True,
+            texts = [r["prompt"] if isinstance(r["prompt"], str) else
+                     tokenizer.apply_chat_template(r["prompt"], add_generation_prompt=True,
+                                                   tokenize=False) for r in chunk]
+            enc = tokenizer(texts, return_tensors="pt", padding=True,
                             add_special_tokens=False).to(device)
             out = model.generate(**enc, max_new_tokens=max_tokens, do_sample=False,
                                  pad_token_id=tokenizer.pad_token_id, top_p=None, top_k=None,

@@ -5,8 +5,12 @@ completion earns 1 when it starts (after blanks) with the answer's digits and no
 digit, else 0. The task is "which of two numbers is larger" with two distinct numbers
 from 1 to 99, in two forms:
 
-- ``max-fewshot``: two worked examples, then the question;
-- ``max-zeroshot``: the question alone, asking for the number only.
+- ``max-fewshot``: plain text, two worked examples, then the question;
+- ``max-zeroshot``: a chat turn (the model's chat template applies), the question alone,
+  asking for the number only.
+
+A completion is text, or for a chat prompt the assistant's message
+(``[{"role": "assistant", "content": ...}]``, as TRL hands it to reward functions).
 
 The held-out set (``heldout``) is fixed, the same for every seed; the training pairs
 (``train_pairs``) exclude it and are drawn per seed.
@@ -15,7 +19,7 @@ The held-out set (``heldout``) is fixed, the same for every seed; the training p
 import random
 import re
 
-__all__ = ["TASKS", "Task", "make_task", "reward", "LOW", "HIGH"]
+__all__ = ["TASKS", "Task", "make_task", "reward", "completion_text", "LOW", "HIGH"]
 
 #: The numbers of a question are distinct integers in [LOW, HIGH].
 LOW, HIGH = 1, 99
@@ -31,19 +35,26 @@ def _fewshot(a, b):
 
 
 def _zeroshot(a, b):
-    return f"Which number is larger, {a} or {b}? Reply with the number only.\nAnswer:"
+    return [{"role": "user",
+             "content": f"Which number is larger, {a} or {b}? Reply with the number only."}]
 
 
-#: Task name -> prompt builder ``(a, b) -> str``.
+#: Task name -> prompt builder ``(a, b) -> str`` (text) or list of chat messages.
 TASKS = {"max-fewshot": _fewshot, "max-zeroshot": _zeroshot}
 
 #: Seed of the held-out set (the same for every run).
 HELDOUT_SEED = 4_242
 
 
+def completion_text(completion):
+    """The text of a completion: itself, or the content of a chat completion's last
+    message."""
+    return completion if isinstance(completion, str) else completion[-1]["content"]
+
+
 def reward(completion, answer):
     """1.0 if ``completion`` starts (after blanks) with the integer ``answer``, else 0.0."""
-    m = _ANSWER.match(completion)
+    m = _ANSWER.match(completion_text(completion))
     return 1.0 if m is not None and m.group(1) == str(answer) else 0.0
 
 
@@ -72,7 +83,7 @@ class Task:
                                     exclude=_EXAMPLES)
 
     def rows(self, pairs):
-        """``[{"prompt": str, "answer": int}]`` for ``pairs``."""
+        """``[{"prompt": text or chat messages, "answer": int}]`` for ``pairs``."""
         return [{"prompt": self.prompt(a, b), "answer": max(a, b)} for a, b in pairs]
 
     def heldout(self):

@@ -63,6 +63,21 @@ def test_reward_is_exact_match():
     assert held == Task("max-fewshot").heldout_pairs and len(set(held)) == 48
     train = {(r["prompt"], r["answer"]) for r in task.train_rows(500, seed=3)}
     assert not train & {(r["prompt"], r["answer"]) for r in task.heldout()}
+    chat = Task("max-zeroshot").heldout()[0]
+    assert chat["prompt"][0]["role"] == "user" and "number only" in chat["prompt"][0]["content"]
+    assert reward([{"role": "assistant", "content": f"{chat['answer']}"}], chat["answer"]) == 1.0
+
+
+def test_chat_task_runs(tokenizer, tmp_path):
+    """The chat-template task through TRL (conversational prompts) and the held-out
+    evaluation (the chat template applied there too)."""
+    import dataclasses
+
+    settings = dataclasses.replace(QUICK, task="max-zeroshot")
+    result = trl_grpo.run(RunConfig("fp32", "hif4-W16A4"), settings, 0, tmp_path / "run",
+                          progress=False, loaded=(tokenizer, tiny_model(tokenizer)))
+    assert [h["step"] for h in result["history"] if "reward" in h] == [1, 2]
+    assert result["acc_step0"] == 0.0 and result["abs_log_ratio"] > 0
 
 
 def test_matrix():
