@@ -28,7 +28,8 @@ incrementer). A single-stage unit (no register between front end and accumulator
 :func:`is_comb_fed`) is one combinational cone and synthesizes larger than its parts; the
 accumulator logic its step feeds ahead of the loop carries the unit's factor for its back
 end (:data:`COMB_TAGS`), fitted on the single-stage configurations with 16 and 32 lanes
-only. Every other configuration is held out and checks the fit.
+only. Every other configuration is held out and checks the fit. A multi-format unit has no
+fit of its own: it takes the mean of its formats' two factors (:func:`unit_factors`).
 """
 
 import json
@@ -42,7 +43,7 @@ from hif4spec import REFERENCE_ACCUM
 __all__ = [
     "FEATURES", "COEFFS_PATH", "Component", "AreaEstimate", "load_coeffs",
     "component_cost", "features", "unit_inventory", "estimate_manifest",
-    "is_front_block", "is_comb_fed", "bounded_reference", "COMB_TAGS",
+    "is_front_block", "is_comb_fed", "bounded_reference", "COMB_TAGS", "unit_factors",
     "LIBERTY_TABLE_PATH", "LIBERTY_COEFFS_PATH", "LIBERTY_SCRIPT", "LIBERTY_FIT_ON",
     "UncalibratedLibrary", "run_key", "is_liberty_fit", "is_liberty_comb_fit",
     "liberty_features",
@@ -205,9 +206,23 @@ def bounded_reference(blocks, calibration):
     return max(fits, key=lambda ref: len(calibration[ref]))
 
 
-def _estimate(components, coeffs=None, unit=None, accum=REFERENCE_ACCUM):
+def unit_factors(coeffs, unit, formats=()):
+    """The unit's calibration factors (``coeffs["units"][unit]``); a unit without its own
+    that combines ``formats`` (a multi-format unit: the manifest's ``formats``) takes the
+    mean of its formats' ``front`` and ``rest`` factors, as it is built from their blocks;
+    ``{}`` when there are none."""
+    units = coeffs.get("units", {})
+    if units.get(unit):
+        return units[unit]
+    own = [units[f] for f in formats if units.get(f)]
+    if not own or len(own) < len(formats):
+        return {}
+    return {k: sum(f[k] for f in own) / len(own) for k in ("front", "rest")}
+
+
+def _estimate(components, coeffs=None, unit=None, accum=REFERENCE_ACCUM, formats=()):
     coeffs = coeffs or load_coeffs()
-    unit_calib = coeffs.get("units", {}).get(unit) or {}
+    unit_calib = unit_factors(coeffs, unit, formats)
     blocks = {}
     ffs = 0
     for comp in components:
@@ -234,7 +249,8 @@ def estimate_manifest(manifest, coeffs=None):
     if not isinstance(manifest, dict):
         manifest = json.loads(Path(manifest).read_text())
     return _estimate(unit_inventory(manifest), coeffs, manifest["unit"],
-                     manifest.get("parameters", {}).get("accum", REFERENCE_ACCUM))
+                     manifest.get("parameters", {}).get("accum", REFERENCE_ACCUM),
+                     manifest.get("formats", ()))
 
 
 # ----------------------------------------------------------------------------------------
@@ -336,7 +352,8 @@ def liberty_features(manifest, coeffs=None):
             bits[comp.family] = bits.get(comp.family, 0) + comp.count * comp.params[0]
             comp = dataclasses.replace(comp, count=0)   # its block stays (calibrations)
         logic.append(comp)
-    est = _estimate(logic, coeffs, manifest["unit"], _accum_of(manifest))
+    est = _estimate(logic, coeffs, manifest["unit"], _accum_of(manifest),
+                    manifest.get("formats", ()))
     front = sum(v for k, v in est.blocks.items() if is_front_block(k))
     return front, est.nand2 - front, bits
 

@@ -321,3 +321,23 @@ def test_estimate_follows_the_manifest_structure():
     relabelled["structure"] = narrow["structure"]
     assert area_model.estimate_manifest(relabelled) == area_model.estimate_manifest(narrow)
     assert area_model.estimate_manifest(narrow).nand2 < base.nand2
+
+
+def test_multi_format_unit_takes_the_mean_of_its_formats_factors():
+    """A multi-format unit has no fit of its own: its front and rest factors are the mean of
+    its formats' (read from the manifest's ``formats``), so its estimate lies between the
+    structure alone and the structure times the larger factors."""
+    coeffs = area_model.load_coeffs()
+    units = coeffs["units"]
+    factors = area_model.unit_factors(coeffs, "tc4_hif4_mxfp4", ("hif4", "mxfp4"))
+    for key in ("front", "rest"):
+        assert factors[key] == pytest.approx((units["hif4"][key] + units["mxfp4"][key]) / 2)
+    assert area_model.unit_factors(coeffs, "hif4", ()) is units["hif4"]
+    assert area_model.unit_factors(coeffs, "tc4_x", ("hif4", "nope")) == {}
+    manifest = unit_manifest(build_unit("tc4_hif4_mxfp4", residual="none", accum="bounded"))
+    assert manifest["formats"] == ["hif4", "mxfp4"]
+    model = area_model.estimate_manifest(manifest).nand2
+    bare = area_model.estimate_manifest(manifest, {**coeffs, "units": {}}).nand2
+    without = area_model.estimate_manifest({k: v for k, v in manifest.items()
+                                            if k != "formats"}).nand2
+    assert without == bare < model
