@@ -83,7 +83,7 @@ def register(subparsers):
                      help="completions per prompt (default 4; --quick 2)")
     llm.add_argument("--max-tokens", type=int, default=None,
                      help="longest completion in tokens (default 16; --quick 3)")
-    llm.add_argument("--lr", type=float, default=None, help="learning rate (default 1e-5)")
+    llm.add_argument("--lr", type=float, default=None, help="learning rate (default 3e-6)")
     llm.add_argument("--eval-every", type=int, default=None,
                      help="held-out accuracy every N steps and at the end (default 10)")
     llm.add_argument("--save-every", type=int, default=None,

@@ -38,7 +38,7 @@ class Settings:
     prompts: int = 8
     group: int = 4
     max_tokens: int = 16
-    lr: float = 1e-5
+    lr: float = 3e-6
     eval_n: int = 48
     eval_every: int = 10
     eval_tokens: int = 4
