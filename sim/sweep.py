@@ -358,6 +358,15 @@ def run_tasks(tasks, on_result, *, cluster=None, jobs=1, retries=2, progress=Tru
     return report
 
 
+def _in_flight(pending, slots):
+    """The heartbeat's words for ``pending`` unfinished tasks on ``slots`` workers (None: a
+    cluster's, unknown here): ``"2 running, 10 queued"``, ``"12 running or queued"``."""
+    if slots is None:
+        return f"{pending} running or queued"
+    running = min(pending, slots)
+    return f"{running} running" + (f", {pending - running} queued" if pending > running else "")
+
+
 def _drive(tasks, pending, attempts, backend, bar, sigint, on_result, retries, desc, report):
     """:func:`run_tasks`' loop: submit every task, then hand over results as they come."""
     for task in tasks:
@@ -365,7 +374,8 @@ def _drive(tasks, pending, attempts, backend, bar, sigint, on_result, retries, d
     while pending:
         finished = backend.wait(list(pending), HEARTBEAT_S)
         if not finished:
-            bar.set_postfix_str(f"{len(pending)} running", refresh=False)
+            bar.set_postfix_str(_in_flight(len(pending), getattr(backend, "jobs", None)),
+                                refresh=False)
             bar.refresh()               # the elapsed time moves on: a line in a log
         for handle, ok, value in finished:
             with sigint.merging():      # a result is merged, counted and shown whole

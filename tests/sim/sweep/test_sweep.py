@@ -125,6 +125,14 @@ def test_a_long_task_is_not_silent(monkeypatch, capsys):
     assert "slow done" in lines[-1]
 
 
+def test_the_heartbeat_tells_running_from_queued():
+    """With fewer workers than unfinished tasks the heartbeat says how many wait; on a
+    cluster, whose free workers the driver does not know, it says both at once."""
+    assert sweep._in_flight(12, 1) == "1 running, 11 queued"
+    assert sweep._in_flight(2, 4) == "2 running"
+    assert sweep._in_flight(12, None) == "12 running or queued"
+
+
 @pytest.mark.parametrize("argv,words", [
     (["sweep", "energy"], "give a selection"),
     (["sweep", "energy", "--unit", "hif4", "--stimuli", "noise"], "unknown stimulus"),
