@@ -7,9 +7,10 @@ end, and prints the area model's estimate from each manifest's structure
 (:func:`sim.area_model.estimate_manifest`) twice: with the coefficients as fitted
 (``model``: the single-format units have per-unit factors fitted to their synthesis, a
 multi-format unit the mean of its formats') and with the per-unit factors left out
-(``structure``: every unit from its structure alone, comparable across units); the synthesized figure where the
-synthesis table holds the module (``synth``); then what HiF4 adds to the MXFP4 + NVFP4 unit
-and what the 2:4 residual adds on top, in % and NAND2 per MAC (64 MACs per cycle).
+(``structure``: every unit from its structure alone, comparable across units); the
+synthesized figure where the synthesis table holds the module (``synth``); then what HiF4
+adds to the MXFP4 + NVFP4 unit and what the 2:4 residual adds on top, in % and NAND2 per
+MAC (64 MACs per cycle).
 ``--synth`` also synthesizes each multi-format module the synthesis cache lacks (tens of
 minutes to hours each on two cores; ``--backend native``, the pyosys build, is the faster).
 """
