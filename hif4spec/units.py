@@ -24,7 +24,7 @@ __all__ = ["RESIDUAL_MODES", "RESIDUAL_TAGS", "ACCUMS", "EXACT_ACCUMS", "REFEREN
            "module_name", "parse_module_name", "payload_fields", "output_fields",
            "all_configs", "standard_set", "residuals_of", "accums_of", "BF16_BITS",
            "TENSOR_SCALE_BITS", "MULTI_FORMATS", "FORMAT_FIELD", "format_residuals",
-           "format_code_bits"]
+           "format_code_bits", "INTERLEAVES", "ACC_FIELD", "acc_id_bits"]
 
 #: Residual modes of a dot-product unit: no residual input, a packed 2:4 residual block,
 #: a second dense operand (spec section 6).
@@ -69,6 +69,13 @@ GEMMS = ("fake", "bit-true", *(a for a in ACCUMS if a not in EXACT_ACCUMS))
 STAGES = (1, 2, 3, 4)
 #: Elements per cycle every unit accepts (``lanes``); a step is 64 elements.
 LANES = (16, 32, 64)
+#: Accumulators a dot unit interleaves (``interleave``, L): L independent accumulations
+#: (each its own first..last chain) share the unit, each step naming its accumulator in
+#: :data:`ACC_FIELD`, so the accumulation loop can take L cycles (``hwgen.ring``). L = 1 is
+#: the unit with one accumulator and a one-cycle loop; an encoder takes only 1.
+INTERLEAVES = (1, 2, 4, 8)
+#: The payload field of an interleaved dot unit (L > 1) naming a step's accumulator.
+ACC_FIELD = "acc_id"
 #: Unit kinds: dot-product units and encoders (quantizers).
 KINDS = ("dot", "encoder")
 #: Bits of one encoder input element (a BF16 code).
@@ -261,9 +268,14 @@ def check_residual(unit, residual):
                          f"not {residual!r}")
 
 
-def check_params(unit, residual, stages, lanes, accum=None):
+def acc_id_bits(interleave):
+    """Bits of the accumulator field of a unit interleaving ``interleave`` accumulators."""
+    return max(interleave - 1, 0).bit_length()
+
+
+def check_params(unit, residual, stages, lanes, accum=None, interleave=1):
     """Raise ``ValueError`` with a one-line message unless the parameters are valid
-    (``accum`` None: not checked; an encoder takes none)."""
+    (``accum`` None: not checked; an encoder takes none, and ``interleave`` 1 only)."""
     spec = unit_spec(unit)
     check_residual(unit, residual)
     if isinstance(stages, bool) or not isinstance(stages, int) or stages not in STAGES:
@@ -278,51 +290,71 @@ def check_params(unit, residual, stages, lanes, accum=None):
                              f"accumulator back end ({accum!r})")
         raise ValueError(f"Accumulator back end of {unit} must be one of "
                          f"{', '.join(spec.accums)}, not {accum!r}")
+    if (isinstance(interleave, bool) or not isinstance(interleave, int)
+            or interleave not in INTERLEAVES):
+        raise ValueError(f"Interleave must be one of {', '.join(map(str, INTERLEAVES))}, "
+                         f"not {interleave!r}")
+    if interleave != 1 and spec.kind != "dot":
+        raise ValueError(f"{unit} is an encoder and has no accumulator to interleave: drop "
+                         f"the interleave ({interleave})")
 
 
-def resolve(unit, residual=None, stages=None, lanes=None, accum=None):
+def resolve(unit, residual=None, stages=None, lanes=None, accum=None, interleave=None):
     """``{"residual", "stages", "lanes"}`` and, for a dot unit, ``"accum"``, completed from
-    ``DEFAULTS`` (the back end: :func:`default_accum`) and checked."""
+    ``DEFAULTS`` (the back end: :func:`default_accum`) and checked; ``"interleave"`` only
+    where it is not 1 (so a unit with one accumulator keeps the parameters, names and
+    caches it had before units could interleave)."""
     given = {"residual": residual, "stages": stages, "lanes": lanes}
     full = {k: DEFAULTS[k] if v is None else v for k, v in given.items()}
     if unit_spec(unit).kind == "dot" or accum is not None:
         full["accum"] = accum or default_accum(unit, full["residual"])
+    if interleave is not None and interleave != 1:
+        full["interleave"] = interleave
     check_params(unit, **full)
     return full
 
 
-def module_name(unit, residual, stages, lanes, accum=None):
+def module_name(unit, residual, stages, lanes, accum=None, interleave=1):
     """Verilog module name, e.g. ``hif4_dot_r24_s3_l64`` (a dot unit with the reference
-    back end), ``hif4_dot_r24_s3_l64_bnd`` (with the bounded one, ``ACCUM_TAGS``) or
+    back end), ``hif4_dot_r24_s3_l64_bnd`` (with the bounded one, ``ACCUM_TAGS``),
+    ``hif4_dot_r24_s3_l64_bnd_i4`` (interleaving four accumulators) or
     ``hif4_quant_r24_s3_l64`` (an encoder); a dot unit's ``accum`` left None is its default
     one (:func:`default_accum`)."""
     if unit_spec(unit).kind != "dot":
         return f"{unit}_{RESIDUAL_TAGS[residual]}_s{stages}_l{lanes}"
     tag = ACCUM_TAGS[accum or default_accum(unit, residual)]
-    return f"{unit}_dot_{RESIDUAL_TAGS[residual]}_s{stages}_l{lanes}{tag}"
+    way = f"_i{interleave}" if interleave != 1 else ""
+    return f"{unit}_dot_{RESIDUAL_TAGS[residual]}_s{stages}_l{lanes}{tag}{way}"
 
 
 def parse_module_name(name):
-    """Inverse of :func:`module_name`: ``(unit, residual, stages, lanes, accum)`` (an
-    encoder's ``accum`` is None), or None."""
+    """Inverse of :func:`module_name`: ``(unit, residual, stages, lanes, accum,
+    interleave)`` (an encoder's ``accum`` is None, its ``interleave`` 1), or None."""
     for cfg in all_configs(grid=False):
         for accum in accums_of(cfg[0], cfg[1]) or (None,):
-            if module_name(*cfg, accum) == name:
-                return (*cfg, accum)
+            base = module_name(*cfg, accum)
+            if name == base:
+                return (*cfg, accum, 1)
+            if accum is not None and name.startswith(base + "_i"):
+                way = name[len(base) + 2:]
+                if way.isdigit() and int(way) in INTERLEAVES[1:] and way == str(int(way)):
+                    return (*cfg, accum, int(way))
     return None
 
 
-def payload_fields(unit, residual, lanes=None):
+def payload_fields(unit, residual, lanes=None, interleave=1):
     """``[(field, bits), ...]`` of a unit's input payload (one transfer on ``i``), low bits
     first.
 
     A dot unit's is one step: ``a``, ``w``, ``r`` (with a residual), ``first``, ``last``
     (``lanes`` is not used); a multi-format unit's ``a``, ``w`` and ``r`` are as wide as
     its widest format's step (a narrower step in the low bits) and :data:`FORMAT_FIELD`
-    comes before ``first``. An encoder's is one beat of ``lanes`` BF16 codes, ``x``
-    (element j of the beat at bits ``[16 j, 16 j + 16)``; beat b of a group carries group
-    elements ``[b * lanes, (b + 1) * lanes)``), and for NVFP4 ``t``, the FP32 tensor scale
-    (raw bits), taken with the group's last beat; ``lanes`` is required.
+    comes before ``first``; an interleaved unit's (``interleave`` > 1) has
+    :data:`ACC_FIELD` (:func:`acc_id_bits` bits) right before ``first``. An encoder's is
+    one beat of ``lanes`` BF16 codes, ``x`` (element j of the beat at bits
+    ``[16 j, 16 j + 16)``; beat b of a group carries group elements
+    ``[b * lanes, (b + 1) * lanes)``), and for NVFP4 ``t``, the FP32 tensor scale (raw
+    bits), taken with the group's last beat; ``lanes`` is required.
     """
     spec = unit_spec(unit)
     if spec.kind == "encoder":
@@ -339,12 +371,14 @@ def payload_fields(unit, residual, lanes=None):
         if residual != "none":
             out.append(("r", max(residual_layout(f, residual).bits for f in spec.formats
                                  if residual in format_residuals(f))))
-        return out + [(FORMAT_FIELD, format_code_bits(spec.formats)), ("first", 1),
-                      ("last", 1)]
-    out = [("a", operand_layout(spec.fmt).bits), ("w", operand_layout(spec.fmt).bits)]
-    res = residual_layout(spec.fmt, residual)
-    if res is not None:
-        out.append(("r", res.bits))
+        out.append((FORMAT_FIELD, format_code_bits(spec.formats)))
+    else:
+        out = [("a", operand_layout(spec.fmt).bits), ("w", operand_layout(spec.fmt).bits)]
+        res = residual_layout(spec.fmt, residual)
+        if res is not None:
+            out.append(("r", res.bits))
+    if interleave != 1:
+        out.append((ACC_FIELD, acc_id_bits(interleave)))
     return out + [("first", 1), ("last", 1)]
 
 

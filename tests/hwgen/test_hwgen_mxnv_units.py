@@ -196,9 +196,9 @@ def _fresh(module):
     from hif4spec import parse_module_name
     from hwgen.emit import unit_files
 
-    unit, residual, stages, lanes, accum = parse_module_name(module)
+    unit, residual, stages, lanes, accum, interleave = parse_module_name(module)
     files = unit_files(build_unit(unit, residual=residual, stages=stages, lanes=lanes,
-                                  accum=accum))
+                                  accum=accum, interleave=interleave))
     assert sorted(files) == [f"{module}.json", f"{module}.v"]
     return files
 

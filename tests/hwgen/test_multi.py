@@ -29,7 +29,7 @@ def test_every_set_of_two_or_more_formats_is_a_unit():
         assert u in {x.name for x in units_of_kind("dot", grid=False)}
         for cfg in all_configs("dot", grid=False):
             if cfg[0] == u:
-                assert parse_module_name(module_name(*cfg)) == (*cfg, "bounded")
+                assert parse_module_name(module_name(*cfg)) == (*cfg, "bounded", 1)
 
 
 def test_bad_parameters_are_refused_with_one_line():

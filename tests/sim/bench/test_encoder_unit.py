@@ -48,7 +48,7 @@ def test_registry_kinds_and_names():
     assert module_name("mxfp4", "2:4", 3, 64) == "mxfp4_dot_r24_s3_l64_bnd"
     for cfg in all_configs():
         for accum in accums_of(cfg[0], cfg[1]) or (None,):
-            assert parse_module_name(module_name(*cfg, accum)) == (*cfg, accum)
+            assert parse_module_name(module_name(*cfg, accum)) == (*cfg, accum, 1)
     assert parse_module_name("hif4_dot_r24_s3_l64_window") is None
     encoders = units_of_kind("encoder")
     assert len(all_configs("encoder")) == (sum(len(u.residuals) for u in encoders)
