@@ -346,13 +346,21 @@ def waves_estimate(verilog, manifest, steps, valid_prob=1.0, ready_prob=1.0):
     return int(bits * cycles * VCD_BYTES_PER_BIT_CYCLE)
 
 
-def make_stream(unit, residual, vectors, seed, *, named=True):
+def make_stream(unit, residual, vectors, seed, *, named=True, interleave=1):
     """Exactly ``vectors`` steps: the named cases (``sim.stimulus.named_cases``, with the
     hand-derived words of the checked ones) first, then random K-loops; a stream cut short
     ends with a ``last`` step. For an encoder, exactly ``vectors`` groups
     (:func:`sim.stimulus.encoder.encoder_stream`); for a multi-format unit, steps of its
-    formats (:func:`sim.stimulus.multi.make_stream`)."""
+    formats (:func:`sim.stimulus.multi.make_stream`). For a dot unit with ``interleave``
+    L > 1 accumulators, that stream's chains interleaved over them
+    (:func:`sim.stimulus.interleave.interleave`, drawn from ``seed`` too)."""
     from hif4spec import unit_spec
+    if interleave != 1:
+        from sim.stimulus.interleave import interleave as spread
+        if unit_spec(unit).kind != "dot":
+            raise ValueError(f"{unit} has no accumulators to interleave")
+        base = make_stream(unit, residual, vectors, seed, named=named)
+        return spread(base, interleave, np.random.default_rng([*np.ravel(seed).tolist(), 45]))
     if unit_spec(unit).kind == "encoder":
         from sim.stimulus.encoder import encoder_stream
         return encoder_stream(unit, residual, vectors, seed, named=named)
@@ -393,18 +401,22 @@ def engine_of(engine, sim="verilator", waves=False):
 def verify(unit=None, *, residual=None, stages=None, lanes=None, accum=None, vectors=10000,
            seed=1, sim="verilator", waves=False, valid_prob=0.9, ready_prob=0.9, named=True,
            stream=None, progress=False, stop_on_mismatch=True, rtl=None, build_root=None,
-           waves_limit=None, engine="auto", pattern=None):
+           waves_limit=None, engine="auto", pattern=None, interleave=None):
     """Build (cached) a unit and run ``vectors`` steps (an encoder: groups) through it;
     returns a summary dict.
 
     Without ``rtl`` the unit is generated (cached) from ``unit`` and the parameters (None
-    takes the default of :data:`hif4spec.DEFAULTS`; ``accum`` is a dot unit's back end).
+    takes the default of :data:`hif4spec.DEFAULTS`; ``accum`` is a dot unit's back end,
+    ``interleave`` its accumulators, 1 by default).
     With ``rtl = (verilog_path, manifest)`` that file is simulated as it is, with the unit,
     parameters and payload offsets of its manifest (parameters given here must agree with
     it); it is built in ``build/<sim or fast>/<module>-<hash>/``, named by its content, so
     an edited copy never replaces the build of the original. ``stream`` overrides the
     stimulus (a ``sim.stimulus`` stream dict; an encoder's: a group set of
-    :mod:`sim.stimulus.encoder`). An encoder's result also has ``groups`` and ``beats``.
+    :mod:`sim.stimulus.encoder`; a unit with L > 1 accumulators takes an interleaved stream
+    of :mod:`sim.stimulus.interleave`, or runs a plain one in accumulator 0). An encoder's
+    result also has ``groups`` and ``beats``; a mismatch's ``inputs`` name an interleaved
+    unit's accumulator.
     ``build_root`` replaces ``build/`` (generated Verilog in ``<build_root>/rtl/``). With
     ``waves``, a waveform whose size
     (:func:`waves_estimate`) would pass ``waves_limit`` bytes raises ``ValueError`` before
@@ -416,11 +428,11 @@ def verify(unit=None, *, residual=None, stages=None, lanes=None, accum=None, vec
     ``stream`` (the fast engine only).
     """
     from hif4spec import module_name, resolve, unit_spec
-    from sim.stimulus import manifest_accum
     t0 = time.perf_counter()
     build_root = Path(build_root or REPO / "build")
     if rtl is None:
-        params = resolve(unit, residual=residual, stages=stages, lanes=lanes, accum=accum)
+        params = resolve(unit, residual=residual, stages=stages, lanes=lanes, accum=accum,
+                         interleave=interleave)
         module = module_name(unit, **params)
         verilog, manifest = generate_cached(unit, params, build_root / "rtl" / module)
         folder = module
@@ -428,8 +440,8 @@ def verify(unit=None, *, residual=None, stages=None, lanes=None, accum=None, vec
         verilog, manifest = Path(rtl[0]), rtl[1]
         params = dict(manifest["parameters"])
         given = {"unit": unit, "residual": residual, "stages": stages, "lanes": lanes,
-                 "accum": accum}
-        have = {"unit": manifest["unit"], "accum": None, **params}
+                 "accum": accum, "interleave": interleave}
+        have = {"unit": manifest["unit"], "accum": None, "interleave": 1, **params}
         wrong = [k for k, v in given.items() if v is not None and v != have[k]]
         if wrong:
             raise ValueError(f"{wrong[0]} {given[wrong[0]]!r} disagrees with the manifest of "
@@ -438,6 +450,11 @@ def verify(unit=None, *, residual=None, stages=None, lanes=None, accum=None, vec
         folder = f"{module}-{hashlib.sha256(verilog.read_bytes()).hexdigest()[:12]}"
     t_gen = time.perf_counter()
     encoder = unit_spec(unit).kind == "encoder"
+    ways = params.get("interleave", 1)
+    if stream is not None and ways != 1:
+        from sim.stimulus.interleave import is_interleaved, single
+        if not is_interleaved(stream):
+            stream = single(stream, ways)
     engine = engine_of(engine, sim, waves)
     if pattern is not None and (engine != "fast" or stream is None):
         raise ValueError("a stall pattern goes with a given stream on the fast engine")
@@ -466,7 +483,8 @@ def verify(unit=None, *, residual=None, stages=None, lanes=None, accum=None, vec
                       build_root=build_root)
     t_build = time.perf_counter()
     if stream is None:
-        stream = make_stream(unit, params["residual"], vectors, seed, named=named)
+        stream = make_stream(unit, params["residual"], vectors, seed, named=named,
+                             interleave=ways)
     if encoder:
         from sim.stimulus.encoder import expected_outputs, pack_beats
         payload = pack_beats(manifest, unit, stream, seed=seed)
@@ -474,10 +492,7 @@ def verify(unit=None, *, residual=None, stages=None, lanes=None, accum=None, vec
         n = manifest["ii"]
         steps = [g * n + n - 1 for g in range(len(expected))]
     else:
-        stim = _stimulus_of(unit)
-        payload = stim.pack_payloads(manifest, unit, params["residual"], stream)
-        expected, steps = stim.expected_words(unit, params["residual"], stream,
-                                              **manifest_accum(manifest))
+        payload, expected, steps = unit_vectors(unit, params["residual"], manifest, stream)
     t_stim = time.perf_counter()
     result = run_job(build_dir, module, payload, expected, steps, sim=sim, seed=seed,
                      valid_prob=valid_prob, ready_prob=ready_prob, waves=waves,
@@ -498,17 +513,22 @@ def verify(unit=None, *, residual=None, stages=None, lanes=None, accum=None, vec
     return result
 
 
-def chunk_stream(unit, residual, count, seed, index, *, named=True):
+def chunk_stream(unit, residual, count, seed, index, *, named=True, interleave=1):
     """Chunk ``index`` of a long fast-engine run: ``count`` steps (an encoder: groups),
-    the named cases first in chunk 0, random ones seeded by ``(seed, index)`` after."""
+    the named cases first in chunk 0, random ones seeded by ``(seed, index)`` after;
+    interleaved over ``interleave`` accumulators (:func:`make_stream`)."""
     if index == 0:
-        return make_stream(unit, residual, count, seed, named=named)
-    return make_stream(unit, residual, count, [seed, index], named=False)
+        return make_stream(unit, residual, count, seed, named=named, interleave=interleave)
+    return make_stream(unit, residual, count, [seed, index], named=False,
+                       interleave=interleave)
 
 
 def unit_vectors(unit, residual, manifest, stream, seed=0):
     """``(payload, expected, out_steps)`` of a stream (an encoder: a group set): the packed
-    ``i__payload`` rows, the golden output words and the input transfer each follows."""
+    ``i__payload`` rows, the golden output words and the input transfer each follows.
+    ``ValueError`` when the stream's accumulators (an interleaved stream's L,
+    :mod:`sim.stimulus.interleave`; else 1) are not the manifest's ``parameters.interleave``
+    (1 where it has none)."""
     from hif4spec import unit_spec
     if unit_spec(unit).kind == "encoder":
         from sim.stimulus.encoder import expected_outputs, pack_beats
@@ -517,16 +537,27 @@ def unit_vectors(unit, residual, manifest, stream, seed=0):
         n = manifest["ii"]
         return payload, expected, [g * n + n - 1 for g in range(len(expected))]
     from sim.stimulus import manifest_accum
-    stim = _stimulus_of(unit)
+    from sim.stimulus.interleave import is_interleaved
+    ways = manifest["parameters"].get("interleave", 1)
+    have = stream["interleave"] if is_interleaved(stream) else 1
+    if have != ways:
+        raise ValueError(f"{manifest['module']} interleaves {ways} accumulator"
+                         f"{'s' if ways != 1 else ''}, but the stream {have}")
+    stim = _stimulus_of(unit, stream)
     payload = stim.pack_payloads(manifest, unit, residual, stream)
     expected, steps = stim.expected_words(unit, residual, stream, **manifest_accum(manifest))
     return payload, expected, steps
 
 
-def _stimulus_of(unit):
+def _stimulus_of(unit, stream=None):
     """The module with ``pack_payloads`` and ``expected_words`` for dot unit ``unit``'s
-    streams: :mod:`sim.stimulus`, or :mod:`sim.stimulus.multi` for a multi-format unit."""
+    ``stream``: :mod:`sim.stimulus.interleave` for an interleaved one, else
+    :mod:`sim.stimulus`, or :mod:`sim.stimulus.multi` for a multi-format unit."""
     from hif4spec import unit_spec
+    from sim.stimulus.interleave import is_interleaved
+    if is_interleaved(stream):
+        from sim.stimulus import interleave
+        return interleave
     if unit_spec(unit).formats:
         from sim.stimulus import multi
         return multi
@@ -564,7 +595,8 @@ def _verify_fast(unit, params, verilog, manifest, folder, *, vectors, seed, vali
             count = total if stream is not None else min(FAST_CHUNK, total - done)
             t = time.perf_counter()
             chunk = stream if stream is not None else chunk_stream(
-                unit, residual, count, seed, index, named=named)
+                unit, residual, count, seed, index, named=named,
+                interleave=params.get("interleave", 1))
             payload, expected, steps = unit_vectors(unit, residual, manifest, chunk, seed)
             gaps, ready = (pattern if pattern is not None else
                            stall_pattern(len(payload), [seed, index], valid_prob, ready_prob))
@@ -622,6 +654,13 @@ def _group_inputs(s, g, manifest):
 
 
 def _step_inputs(stream, k):
+    """The inputs of step ``k`` of a stream, for a mismatch report: an interleaved stream's
+    accumulator and base step (:mod:`sim.stimulus.interleave`), a multi-format stream's
+    format, the flags and the fields."""
+    from sim.stimulus.interleave import is_interleaved, step_inputs
+    if is_interleaved(stream):
+        acc, base, kb = step_inputs(stream, k)
+        return {"accumulator": acc, "base step": kb, **_step_inputs(base, kb)}
     out = {"first": bool(stream["first"][k]), "last": bool(stream["last"][k])}
     if "parts" in stream:           # a multi-format stream: the step in its format's part
         code = int(stream["fmt"][k])
