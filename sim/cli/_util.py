@@ -1,7 +1,7 @@
 """Shared helpers for CLI subcommands: error types, safe input loading, output paths checked
 before any work and written all or nothing, and the unit-selecting options (``--unit
---residual --stages --lanes``, ``--rtl-dir``/``--manifest``) with their choices, defaults and
-help texts taken from :mod:`hif4spec`."""
+--residual --stages --lanes --accum --interleave``, ``--rtl-dir``/``--manifest``) with their
+choices, defaults and help texts taken from :mod:`hif4spec`."""
 
 import contextlib
 import json
@@ -10,13 +10,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from hif4spec import (ACCUMS, DEFAULTS, REFERENCE_ACCUM, TRUNC_BITS, LANES, RESIDUAL_MODES, STAGES,
-                      STEP_ELEMS, UNITS, check_params, unit_spec, units_of_kind)
+from hif4spec import (ACC_FIELD, ACCUMS, DEFAULTS, EXACT_ACCUMS, INTERLEAVES, REFERENCE_ACCUM,
+                      TRUNC_BITS, LANES, RESIDUAL_MODES, STAGES, STEP_ELEMS, UNITS, check_params,
+                      unit_spec, units_of_kind)
 
 __all__ = ["CLIError", "ToolError", "output_option", "check_output_file", "check_output_folder",
            "make_folder", "write_files", "atomic_output", "load_npy", "parse_choice_list",
            "add_unit_options", "unit_params", "unit_lists", "select_module", "read_manifest",
-           "say_using", "display_path"]
+           "say_using", "display_path", "refuse_interleave"]
 
 
 class CLIError(Exception):
@@ -208,10 +209,9 @@ def _join(items):
 
 def add_unit_options(parser, *, several=False, rtl=None, unit_default=None, unit_note=None,
                      kind=None):
-    """Add ``--unit --residual --stages --lanes`` (``--accum`` unless ``kind`` is
-    ``"encoder"``; and, with ``rtl``, ``--rtl-dir DIR`` and ``--manifest PATH``) to
-    ``parser``; read them back with :func:`unit_params` or
-    :func:`select_module`.
+    """Add ``--unit --residual --stages --lanes`` (``--accum`` and ``--interleave`` unless
+    ``kind`` is ``"encoder"``; and, with ``rtl``, ``--rtl-dir DIR`` and ``--manifest PATH``)
+    to ``parser``; read them back with :func:`unit_params` or :func:`select_module`.
 
     ``several``: ``--unit`` and ``--residual`` take comma-separated lists (default: every
     unit; the residual modes of the standard set). ``rtl``: None (the command generates),
@@ -269,6 +269,13 @@ def add_unit_options(parser, *, several=False, rtl=None, unit_default=None, unit
                                  f"exact, for comparison) ({with_accum}{also}; default "
                                  f"{DEFAULTS['accum']} where the unit and residual mode have "
                                  f"it, else {REFERENCE_ACCUM})")
+        parser.add_argument("--interleave", type=int, default=None,
+                            metavar="{" + ",".join(map(str, INTERLEAVES)) + "}",
+                            help=f"accumulators of a dot unit: L independent accumulations "
+                                 f"share it, each step naming its own in the payload field "
+                                 f"{ACC_FIELD}, so the accumulation loop may take L cycles "
+                                 f"(L > 1: with an exact back end, {'/'.join(EXACT_ACCUMS)}, "
+                                 f"in hif4 generate and verify; default 1)")
     if rtl:
         group = parser.add_mutually_exclusive_group()
         where = ("read the modules here instead of generating them" if rtl == "generate"
@@ -294,14 +301,16 @@ def _check_kind(unit, kind):
                        f"{_join(names)}, not {unit!r}")
 
 
-def _check(unit, residual=None, stages=None, lanes=None, kind=None, accum=None):
+def _check(unit, residual=None, stages=None, lanes=None, kind=None, accum=None,
+           interleave=None):
     """Check the given parameters against the spec (defaults fill the others)."""
     _check_kind(unit, kind)
     try:
         unit_spec(unit)
         check_params(unit, DEFAULTS["residual"] if residual is None else residual,
                      DEFAULTS["stages"] if stages is None else stages,
-                     DEFAULTS["lanes"] if lanes is None else lanes, accum)
+                     DEFAULTS["lanes"] if lanes is None else lanes, accum,
+                     1 if interleave is None else interleave)
     except ValueError as exc:
         raise CLIError(str(exc)) from None
 
@@ -311,18 +320,46 @@ def _accum(args):
     return getattr(args, "accum", None)
 
 
+def _interleave(args):
+    """``--interleave`` as given (None when not given, or when the command has no such
+    option)."""
+    return getattr(args, "interleave", None)
+
+
+def refuse_interleave(args, command):
+    """:class:`CLIError` for a command that handles units with one accumulator only, when
+    ``--interleave`` asks for more or the unit of ``--manifest`` has more (``--rtl-dir``
+    without ``--interleave`` picks among units with one, :func:`select_module`)."""
+    given = _interleave(args)
+    if given is not None and given not in INTERLEAVES:
+        raise CLIError(f"Interleave must be one of {_join(INTERLEAVES)}, not {given!r}")
+    ways, what = given or 1, f"--interleave {given}"
+    if getattr(args, "manifest", None):
+        manifest = read_manifest(args.manifest)[1]
+        have = manifest.get("parameters", {}).get("interleave", 1)
+        if have != 1:
+            ways, what = have, f"{manifest['module']} (interleave {have})"
+    if ways != 1:
+        raise CLIError(f"{what}: hif4 {command} handles units with one accumulator only so "
+                       f"far; hif4 verify checks interleaved units")
+
+
 def unit_params(args):
-    """``(unit, {"residual", "stages", "lanes"} and, for a dot unit, "accum")`` of a
-    single-unit command, completed from :data:`hif4spec.DEFAULTS` and checked."""
+    """``(unit, {"residual", "stages", "lanes"} and, for a dot unit, "accum" and, where it
+    is not 1, "interleave")`` of a single-unit command, completed from
+    :data:`hif4spec.DEFAULTS` and checked (the form of :func:`hif4spec.resolve`)."""
     unit = args.unit or args.unit_default
     kind = getattr(args, "unit_kind", None)
     if unit is None:
         raise CLIError(f"give --unit NAME (one of {_join(_names(kind))})")
-    _check(unit, args.residual, args.stages, args.lanes, kind, _accum(args))
+    _check(unit, args.residual, args.stages, args.lanes, kind, _accum(args), _interleave(args))
     given = {"residual": args.residual, "stages": args.stages, "lanes": args.lanes}
     if unit_spec(unit).kind == "dot":
         given["accum"] = _accum(args)
-    return unit, {k: DEFAULTS[k] if v is None else v for k, v in given.items()}
+    params = {k: DEFAULTS[k] if v is None else v for k, v in given.items()}
+    if _interleave(args) not in (None, 1):
+        params["interleave"] = _interleave(args)
+    return unit, params
 
 
 def _grid_names():
@@ -382,8 +419,9 @@ def read_manifest(path):
 def select_module(args, command):
     """``(verilog_path, manifest)`` picked by a single-unit command's options from
     ``--manifest`` or the manifests in ``--rtl-dir`` (default ``rtl_out/``); says which on
-    stderr. ``--residual`` (``--accum``) not given means the default mode (back end);
-    ``--stages``/``--lanes`` not given match any, and the options must leave exactly one module."""
+    stderr. ``--residual`` (``--accum``) not given means the default mode (back end),
+    ``--interleave`` not given a unit with one accumulator; ``--stages``/``--lanes`` not
+    given match any, and the options must leave exactly one module."""
     from sim.cost.estimate import RTL_DIR, find_manifests, select_manifest
 
     kind = getattr(args, "unit_kind", None)
@@ -393,9 +431,9 @@ def select_module(args, command):
             _check_kind(manifest["unit"], kind)
         except CLIError as exc:
             raise CLIError(f"manifest {args.manifest!r}: {exc}") from None
-        par = manifest.get("parameters", {})
+        par = {"interleave": 1, **manifest.get("parameters", {})}
         given = {"unit": args.unit, "residual": args.residual, "stages": args.stages,
-                 "lanes": args.lanes, "accum": _accum(args)}
+                 "lanes": args.lanes, "accum": _accum(args), "interleave": _interleave(args)}
         have = {"unit": manifest["unit"], **{k: par.get(k) for k in given if k != "unit"}}
         for key, value in given.items():
             if value is not None and value != have[key]:
@@ -405,13 +443,26 @@ def select_module(args, command):
         unit = args.unit or args.unit_default
         if unit is None:
             raise CLIError(f"give --unit NAME (one of {_join(_names(kind))}) or --manifest PATH")
-        _check(unit, args.residual, args.stages, args.lanes, kind, _accum(args))
+        ways = _interleave(args) or 1
+        _check(unit, args.residual, args.stages, args.lanes, kind, _accum(args), ways)
         rtl_dir = Path(args.rtl_dir) if args.rtl_dir else RTL_DIR
         if not rtl_dir.is_dir():
             raise CLIError(f"--rtl-dir {display_path(rtl_dir)!r} is not a folder")
         residual = DEFAULTS["residual"] if args.residual is None else args.residual
+        every = find_manifests(rtl_dir)
+        found = [(v, m) for v, m in every
+                 if m.get("parameters", {}).get("interleave", 1) == ways]
+        others = sorted({m.get("parameters", {}).get("interleave", 1) for _, m in every
+                         if m["unit"] == unit} - {ways})
+        if (ways != 1 or others) and not any(m["unit"] == unit for _, m in found):
+            also = (f" (its modules of {unit} have interleave {'/'.join(map(str, others))}: "
+                    f"give --interleave)" if others else "")
+            make = f" --interleave {ways}" if ways != 1 else ""
+            raise CLIError(f"no generated module of unit {unit} with interleave {ways} in "
+                           f"{display_path(rtl_dir)}{also}; make it with `hif4 generate "
+                           f"--unit {unit}{make} --out {display_path(rtl_dir)}`")
         try:
-            verilog, manifest = select_manifest(find_manifests(rtl_dir), unit, residual,
+            verilog, manifest = select_manifest(found, unit, residual,
                                                 args.stages, args.lanes, _accum(args),
                                                 where=display_path(rtl_dir))
         except LookupError as exc:

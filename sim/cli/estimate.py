@@ -9,7 +9,7 @@ from hif4spec import unit_spec
 from sim.progress import Reporter
 
 from ._util import (CLIError, add_unit_options, check_png_file, output_option, read_manifest,
-                    say_using, unit_lists, write_files)
+                    refuse_interleave, say_using, unit_lists, write_files)
 
 
 def parse_gemm(text):
@@ -203,7 +203,8 @@ def _manifest_selection(args):
             raise CLIError(f"--{key} {given} disagrees with manifest {args.manifest!r} "
                            f"({key} {have}); drop --{key} or give another manifest")
     others = [(v, m) for v, m in find_manifests(verilog.parent)
-              if m["module"] != manifest["module"]]
+              if m["module"] != manifest["module"]
+              and m.get("parameters", {}).get("interleave", 1) == 1]
     accum = par.get("accum") if unit_spec(manifest["unit"]).kind == "dot" else None
     return ([manifest["unit"]], [par["residual"]],
             {"stages": par["stages"], "lanes": par["lanes"], "accum": accum},
@@ -217,6 +218,7 @@ def run(args):
     from sim.cost.synth import SynthError
 
     units, residuals = unit_lists(args)
+    refuse_interleave(args, "estimate")
     gemm = parse_gemm(args.gemm)
     array = parse_array(args.array)
     bandwidth = parse_bandwidth(args.bandwidth)
@@ -237,7 +239,8 @@ def run(args):
         rtl_dir = Path(args.rtl_dir) if args.rtl_dir else est.RTL_DIR
         if not rtl_dir.is_dir():
             raise CLIError(f"--rtl-dir {args.rtl_dir!r} is not a folder")
-        manifests = est.find_manifests(rtl_dir)
+        manifests = [(v, m) for v, m in est.find_manifests(rtl_dir)
+                     if m.get("parameters", {}).get("interleave", 1) == 1]
     if energy_opts and not any(unit_spec(u).kind == "dot" for u in units):
         raise CLIError("--energy measures dot-product units; the selection has none")
     multi = [u for u in units if unit_spec(u).formats]

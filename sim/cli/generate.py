@@ -28,9 +28,9 @@ def register(subparsers):
 
 def _configs(args):
     if args.all:
-        if args.unit or args.residual or args.stages or args.lanes:
+        if args.unit or args.residual or args.stages or args.lanes or args.interleave:
             raise CLIError("--all writes the standard set; drop --unit/--residual/--stages/"
-                           "--lanes, or drop --all")
+                           "--lanes/--interleave, or drop --all")
         return standard_set()
     if not args.unit:
         raise CLIError(f"give --unit NAME (one of {', '.join(UNITS)}) or --all")

@@ -2,7 +2,8 @@
 
 import math
 
-from ._util import CLIError, ToolError, add_unit_options, check_output_folder, select_module
+from ._util import (CLIError, ToolError, add_unit_options, check_output_folder, refuse_interleave,
+                    select_module)
 from .estimate import check_array_steps, parse_array, parse_bandwidth, parse_gemm
 
 
@@ -36,6 +37,7 @@ def run(args):
 
     from sim.cyclesim import UnitTiming, simulate_gemm
 
+    refuse_interleave(args, "simulate")
     gemm = parse_gemm(args.gemm)
     array = parse_array(args.array)
     bandwidth = parse_bandwidth(args.bandwidth)

@@ -3,7 +3,7 @@
 import sys
 
 from ._util import (CLIError, ToolError, add_unit_options, check_output_folder, display_path,
-                    output_option, select_module, unit_params)
+                    output_option, refuse_interleave, select_module, unit_params)
 
 
 
@@ -91,6 +91,7 @@ def run(args):
     if args.jobs is not None and args.jobs < 1:
         raise CLIError(f"--jobs must be at least 1, not {args.jobs}")
     mix = parse_mix(args.mix)
+    refuse_interleave(args, "soak")
     cluster = _check_cluster(args.cluster)
     build_root = check_output_folder(args.build_dir or REPO / "build", "--build-dir")
     state_dir = (check_output_folder(args.state_dir, "--state-dir")

@@ -93,8 +93,8 @@ def run(args):
     if replay is not None:
         meta, stream, pattern = replay
         if rtl is None:
-            have = {"unit": meta["unit"], **meta["parameters"]}
-            for key in ("unit", "residual", "stages", "lanes", "accum"):
+            have = {"unit": meta["unit"], "interleave": 1, **meta["parameters"]}
+            for key in ("unit", "residual", "stages", "lanes", "accum", "interleave"):
                 value = getattr(args, key, None)
                 if value is not None and key in have and value != have[key]:
                     raise CLIError(f"--{key} {value} disagrees with --replay {args.replay!r} "

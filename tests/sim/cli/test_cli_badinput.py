@@ -10,6 +10,7 @@ the test if called, and the case must finish in well under a second or two).
 Cases run in process (``sim.cli.main``); a few run the real command in a subprocess.
 """
 
+import json
 import os
 import re
 import subprocess
@@ -217,12 +218,19 @@ def _write_inputs(tmp_path):
     (tmp_path / "text.npy").write_text("not an array\n")
     (tmp_path / "truncated.npy").write_bytes(good.read_bytes()[:100])
     np.save(tmp_path / "strings.npy", np.array(["a", "b"]))
+    module = "hif4_dot_none_s3_l16_bnd_i2"     # a manifest of an interleaved unit
+    (tmp_path / f"{module}.v").write_text(f"module {module}; endmodule\n")
+    (tmp_path / f"{module}.json").write_text(json.dumps({
+        "unit": "hif4", "module": module, "parameters": {
+            "residual": "none", "stages": 3, "lanes": 16, "accum": "bounded",
+            "interleave": 2}}))
 
 
 def _bad_values(tmp_path):
     """{case: (argv, words of the message)} of bad parameter values of every kind."""
     good, text = tmp_path / "good.npy", tmp_path / "text.npy"
     truncated, strings = tmp_path / "truncated.npy", tmp_path / "strings.npy"
+    ring = tmp_path / "hif4_dot_none_s3_l16_bnd_i2.json"
     q = ["quantize", "--format", "hif4", "--input"]
     return {
         # quantize: inputs and formats
@@ -251,6 +259,14 @@ def _bad_values(tmp_path):
         "generate lanes 8": (["generate", "--unit", "hif4", "--lanes", "8"], "Lane count"),
         "generate no unit": (["generate"], "--unit"),
         "generate all and unit": (["generate", "--all", "--unit", "hif4"], "--all"),
+        "generate interleave 3": (["generate", "--unit", "hif4", "--interleave", "3"],
+                                  "Interleave must be one of 1, 2, 4, 8"),
+        "generate interleave x": (["generate", "--unit", "hif4", "--interleave", "x"],
+                                  "invalid int value"),
+        "generate interleave of an encoder": (["generate", "--unit", "hif4_quant",
+                                               "--interleave", "2"],
+                                              "no accumulator to interleave"),
+        "generate all and interleave": (["generate", "--all", "--interleave", "2"], "--all"),
         # verify
         "verify vectors 0": (["verify", "--vectors", "0"], "--vectors"),
         "verify negative vectors": (["verify", "--vectors", "-5"], "--vectors"),
@@ -269,6 +285,21 @@ def _bad_values(tmp_path):
         "verify manifest not json": (["verify", "--manifest", text], "cannot read manifest"),
         "verify rtl-dir missing": (["verify", "--rtl-dir", tmp_path / "none"],
                                    "is not a folder"),
+        "verify interleave 3": (["verify", "--interleave", "3"], "Interleave must be one of"),
+        "verify interleave of an encoder": (["verify", "--unit", "nvfp4_quant", "--interleave",
+                                             "4"], "no accumulator to interleave"),
+        "verify interleave not in rtl-dir": (["verify", "--interleave", "4", "--rtl-dir",
+                                              tmp_path], "hif4 generate --unit hif4 "
+                                                         "--interleave 4"),
+        "verify interleave disagrees with manifest": (["verify", "--manifest", ring,
+                                                       "--interleave", "4"],
+                                                      "--interleave 4 disagrees"),
+        "soak interleave 2": (["soak", "--unit", "hif4", "--steps", "10", "--interleave", "2"],
+                              "one accumulator only"),
+        "soak interleave 5": (["soak", "--steps", "10", "--interleave", "5"],
+                              "Interleave must be one of"),
+        "soak manifest of an interleaved unit": (["soak", "--steps", "10", "--manifest", ring],
+                                                 "(interleave 2)"),
         # estimate
         "estimate gemm shape": (["estimate", "--gemm", "4x4"], "--gemm must be MxKxN"),
         "estimate gemm zero": (["estimate", "--gemm", "0x64x4"], "--gemm must be MxKxN"),
@@ -305,6 +336,11 @@ def _bad_values(tmp_path):
         "estimate missing liberty": (["estimate", "--liberty", tmp_path / "no.lib"],
                                      "--liberty"),
         "estimate liberty not liberty": (["estimate", "--liberty", text], "--liberty"),
+        "estimate interleave 2": (["estimate", "--interleave", "2"], "one accumulator only"),
+        "estimate interleave 3": (["estimate", "--interleave", "3"],
+                                  "Interleave must be one of"),
+        "estimate manifest of an interleaved unit": (["estimate", "--manifest", ring],
+                                                     "(interleave 2)"),
         "sweep isofreq clocks": (["sweep", "isofreq", "--clocks", "5ns,fast"], "--clocks"),
         "sweep isofreq vectors without energy": (["sweep", "isofreq", "--vectors", "48"],
                                                  "with --energy"),
@@ -315,6 +351,8 @@ def _bad_values(tmp_path):
                                   "hif4 sweep"),
         "sweep clocks of synth": (["sweep", "synth", "--all", "--clocks", "5ns"],
                                   "applies to sweep isofreq"),
+        "sweep interleave": (["sweep", "verify", "--unit", "hif4", "--interleave", "2"],
+                             "unrecognized arguments: --interleave"),
         # simulate
         "simulate no gemm": (["simulate", "--unit", "hif4"], "--gemm"),
         "simulate gemm shape": (["simulate", "--unit", "hif4", "--gemm", "4x64"],
@@ -327,6 +365,10 @@ def _bad_values(tmp_path):
                                   "Unit must be one of"),
         "simulate missing module": (["simulate", "--unit", "hif4", "--residual", "dense",
                                      "--gemm", "4x64x4"], "hif4 generate --unit hif4"),
+        "simulate interleave 2": (["simulate", "--unit", "hif4", "--gemm", "4x64x4",
+                                   "--interleave", "2"], "one accumulator only"),
+        "simulate manifest of an interleaved unit": (["simulate", "--gemm", "4x64x4",
+                                                      "--manifest", ring], "(interleave 2)"),
         # rl
         "rl unknown format": (["rl", "--quick", "--formats", "fp4"], "unknown format"),
         "rl seeds": (["rl", "--quick", "--seeds", "a"], "seeds must be"),
