@@ -297,6 +297,9 @@ def check_params(unit, residual, stages, lanes, accum=None, interleave=1):
     if interleave != 1 and spec.kind != "dot":
         raise ValueError(f"{unit} is an encoder and has no accumulator to interleave: drop "
                          f"the interleave ({interleave})")
+    if interleave != 1 and accum is not None and accum not in EXACT_ACCUMS:
+        raise ValueError(f"Interleave {interleave} needs an exact accumulator back end "
+                         f"({', '.join(EXACT_ACCUMS)}), not {accum!r}")
 
 
 def resolve(unit, residual=None, stages=None, lanes=None, accum=None, interleave=None):

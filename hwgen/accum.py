@@ -158,6 +158,22 @@ def accum_layout(terms):
     return data.StructLayout(fields)
 
 
+def _cut(m, cuts):
+    """``cut(value, src, dst, name, reset=False)``: ``value`` moved from block ``src`` to
+    block ``dst`` through ``cuts``' registers (:meth:`hwgen.ring.LoopCuts.move`), or
+    ``value`` itself without cuts."""
+    if cuts is None:
+        return lambda value, src, dst, name="cut", reset=False: value
+    return lambda value, src, dst, name="cut", reset=False: cuts.move(
+        m, value, src, dst, name=name, reset=reset)
+
+
+def _held_port(cuts):
+    """The ``held`` output of a cut adder (its ``acc`` input at the last stage); none
+    without cuts."""
+    return {} if cuts is None else {"held": Out(32)}
+
+
 def leading_zeros(m, value, width, name="lzc", tree=False):
     """Leading-zero count of ``value`` (``width`` bits; 0 input -> 0).
 
@@ -228,8 +244,9 @@ class Align(wiring.Component):
         ``acc + sum(terms)`` in units of ``2 ** lsb``, exact.
     """
 
-    def __init__(self, spec):
+    def __init__(self, spec, cuts=None):
         self._spec = spec
+        self._cuts = cuts
         super().__init__({"acc": In(32), "zero_acc": In(1),
                           "terms": In(accum_layout(spec.terms)),
                           "sum": Out(signed(spec.window))})
@@ -237,6 +254,7 @@ class Align(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         spec = self._spec
+        cut = _cut(m, self._cuts)
         frac, ef, sign = self.acc[:23], self.acc[23:31], self.acc[31]
         shamt = Signal(8)               # acc LSB weight is 2**(max(ef, 1) - 150)
         m.d.comb += shamt.eq(Mux(ef == 0, 0, ef - 1))
@@ -252,7 +270,8 @@ class Align(wiring.Component):
             m.d.comb += shifted.eq((self.terms[f"{t.name}_sig"] << self.terms[f"{t.name}_exp"])
                                    << offset)
             items.append(shifted)
-        m.d.comb += self.sum.eq(sum(items))
+        m.d.comb += self.sum.eq(sum(cut(v, "align.shift", "align.sum", f"item{k}")
+                                    for k, v in enumerate(items)))
         return m
 
     def parts(self):
@@ -278,28 +297,35 @@ class Round(wiring.Component):
         ``RNE_FP32(sum * 2 ** lsb)``; +0 for an exact zero.
     """
 
-    def __init__(self, spec):
+    def __init__(self, spec, cuts=None):
         self._spec = spec
+        self._cuts = cuts
         super().__init__({"sum": In(signed(spec.window)), "word": Out(32)})
 
     def elaborate(self, platform):
         m = Module()
         w, lsb = self._spec.window, self._spec.lsb
+        cut = _cut(m, self._cuts)
         sign = self.sum[w - 1]
         mag = Signal(w)
         m.d.comb += mag.eq(Mux(sign, -self.sum, self.sum))
-        lz = leading_zeros(m, mag, w)
+        lz = leading_zeros(m, cut(mag, "round.abs", "round.lzc", "mag"), w)
         # Shifting by shift_max puts weight 2**-126 at the top bit: results below are
         # subnormal and keep that alignment.
         shift_max = w - 1 + 126 + lsb
         shift = Signal(range(max(shift_max, w) + 1))
         m.d.comb += shift.eq(Mux(lz < shift_max, lz, shift_max))
         norm = Signal(w)
-        m.d.comb += norm.eq(mag << shift)
+        shift = cut(shift, "round.lzc", "round.norm", "shift")
+        m.d.comb += norm.eq(cut(mag, "round.abs", "round.norm", "mag") << shift)
         exp_pre = Signal(signed(12))        # biased exponent of the top bit after shifting
         m.d.comb += exp_pre.eq(lsb + w - 1 + 127 - shift)
+        norm = cut(norm, "round.norm", "round.rne", "norm")
+        exp_pre = cut(exp_pre, "round.norm", "round.rne", "exp_pre")
         mant, guard, sticky = norm[w - 24:], norm[w - 25], norm[:w - 25].any()
-        round_to_word(m, mant, guard, sticky, exp_pre, mag == 0, sign, self.word)
+        round_to_word(m, mant, guard, sticky, exp_pre,
+                      cut(mag == 0, "round.abs", "round.rne", "zero"),
+                      cut(sign, "round.abs", "round.rne", "sign"), self.word)
         return m
 
     def parts(self):
@@ -324,25 +350,49 @@ class ExactAdd(wiring.Component):
         The new accumulator word (NaN as 0x7FC00000).
     """
 
-    def __init__(self, spec):
+    def __init__(self, spec, cuts=None):
         self._spec = spec
+        self._cuts = cuts
         super().__init__({"acc": In(32), "step": In(accum_layout(spec.terms)),
-                          "word": Out(32)})
+                          "word": Out(32), **_held_port(cuts)})
+
+    def loop_blocks(self):
+        """``[(block, weight)]`` in datapath order, for :class:`hwgen.ring.Ring`'s cuts:
+        the shifts into the window, the window sum, the absolute value, the leading-zero
+        count, the normalising shift, the rounding and the special cases; weights are
+        their rough logic depths."""
+        return [("align.shift", 14), ("align.sum", 30), ("round.abs", 20),
+                ("round.lzc", 20), ("round.norm", 16), ("round.rne", 14), ("special", 3)]
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.align = align = Align(self._spec)
-        m.submodules.round = rnd = Round(self._spec)
+        cut = _cut(m, self._cuts)
+        held = cut(self.acc, "in", "out", "held", reset=True)
+        m.submodules.align = align = Align(self._spec, self._cuts)
+        m.submodules.round = rnd = Round(self._spec, self._cuts)
         m.d.comb += [align.acc.eq(self.acc), align.zero_acc.eq(self.step.first),
-                     align.terms.eq(self.step), rnd.sum.eq(align.sum)]
+                     align.terms.eq(self.step),
+                     rnd.sum.eq(cut(align.sum, "align.sum", "round.abs", "sum"))]
         special = ~self.step.first & (self.acc[23:31] == 255)
         acc_nan = special & (self.acc[:23] != 0)
-        with m.If(self.step.nan | acc_nan):
-            m.d.comb += self.word.eq(NAN_WORD)
+        if self._cuts is None:
+            word = self.word
+        else:
+            m.d.comb += self.held.eq(held)
+            special = cut(special, "in", "special", "special")
+            acc_nan = cut(acc_nan | self.step.nan, "in", "special", "nan")
+            word = Signal(32)
+            m.d.comb += self.word.eq(cut(word, "special", "out", "word"))
+        # Every value the choice reads reaches its stage here, outside the choice: a cut
+        # register made inside a branch would load only when that branch is taken.
+        acc = cut(self.acc, "in", "special", "held")
+        rounded = cut(rnd.word, "round.rne", "special", "rounded")
+        with m.If(self.step.nan | acc_nan if self._cuts is None else acc_nan):
+            m.d.comb += word.eq(NAN_WORD)
         with m.Elif(special):
-            m.d.comb += self.word.eq(self.acc)
+            m.d.comb += word.eq(acc)
         with m.Else():
-            m.d.comb += self.word.eq(rnd.word)
+            m.d.comb += word.eq(rounded)
         return m
 
     def describe(self):

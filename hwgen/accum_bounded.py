@@ -55,7 +55,8 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .accum import NAN_WORD, AccumSpec, TermSpec, accum_layout, leading_zeros, round_to_word
+from .accum import (NAN_WORD, AccumSpec, TermSpec, _cut, _held_port, accum_layout,
+                    leading_zeros, round_to_word)
 from .accum_split import E_BITS, SPLIT_GAP, AccVersusE, SplitSpec, SplitSum
 from .parts import Part, of_term, probe, within
 
@@ -414,8 +415,9 @@ class SwapAlign(wiring.Component):
         Weight exponent of window bit 0, ``pb - N + 1``.
     """
 
-    def __init__(self, bspec):
+    def __init__(self, bspec, cuts=None):
         self._b = b = bspec
+        self._cuts = cuts
         M, N, E = b.sig, b.window, b.exp_bits
         ports = {}
         for pre in ("a", "t"):
@@ -428,6 +430,7 @@ class SwapAlign(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         b = self._b
+        cut = _cut(m, self._cuts)
         M, N, E = b.sig, b.window, b.exp_bits
         # Both distances at once; the sign of the first is the compare (no adder after it).
         d_at, d_ta = Signal(signed(E + 1)), Signal(signed(E + 1))
@@ -442,13 +445,20 @@ class SwapAlign(wiring.Component):
             small_sig.eq(Mux(a_big, self.t_sig, self.a_sig)),
             big_top.eq(Mux(a_big, self.a_top, self.t_top)),
             small_zero.eq(Mux(a_big, self.t_zero, self.a_zero)),
-            self.big_neg.eq(Mux(a_big, self.a_neg, self.t_neg)),
-            self.small_neg.eq(Mux(a_big, self.t_neg, self.a_neg)),
+            self.big_neg.eq(cut(Mux(a_big, self.a_neg, self.t_neg), "align.cmp",
+                                "align.shift", "big_neg")),
+            self.small_neg.eq(cut(Mux(a_big, self.t_neg, self.a_neg), "align.cmp",
+                                  "align.shift", "small_neg")),
         ]
         dist = Signal(signed(E + 1))
         m.d.comb += dist.eq(Mux(a_big, d_at, d_ta))
         shift = Signal(range(N + 1))            # a zero small has any top: its bits are 0
         m.d.comb += shift.eq(Mux(small_zero | (dist >= N), N, dist))
+        if self._cuts is not None:
+            big_sig, small_sig, big_top, shift = (
+                cut(v, "align.cmp", "align.shift", n) for v, n in
+                ((big_sig, "big_sig"), (small_sig, "small_sig"), (big_top, "big_top"),
+                 (shift, "shift")))
         placed = Cat(Const(0, N - M), small_sig)            # top place at bit N - 1
         wide = Signal(2 * N)
         m.d.comb += wide.eq(Cat(Const(0, N), placed) >> shift)
@@ -518,14 +528,16 @@ class RoundAt(wiring.Component):
         +0 for a zero ``mag``; a nonzero value that rounds to zero keeps its sign.
     """
 
-    def __init__(self, width, exp_bits, rz=False):
+    def __init__(self, width, exp_bits, rz=False, cuts=None):
         self._w, self._e, self._rz = width, exp_bits, rz
+        self._cuts = cuts
         super().__init__({"mag": In(width), "neg": In(1), "base": In(signed(exp_bits)),
                           "word": Out(32)})
 
     def elaborate(self, platform):
         m = Module()
         W, E = self._w, self._e
+        cut = _cut(m, self._cuts)
         lz = leading_zeros(m, self.mag, W, "lz", tree=True)
         # A left shift by `cap` puts weight 2**-126 at the top bit (bit W - 1); a value
         # below 2**-126 keeps that alignment (subnormal), and a negative cap is a right
@@ -538,10 +550,20 @@ class RoundAt(wiring.Component):
         right = Signal(range(W + 3))
         m.d.comb += right.eq(Mux(cap >= 0, 0, Mux(-cap > W + 2, W + 2, -cap)))
         wide = Signal(2 * W + 2)
-        m.d.comb += wide.eq(Mux(cap >= 0,
-                                Cat(Const(0, W + 2), self.mag << shift[:(W - 1).bit_length()]),
-                                Cat(Const(0, W + 2), self.mag) >> right))
+        if self._cuts is not None:
+            mag = cut(self.mag, "round.lzc", "round.norm", "mag")
+            shift, right = (cut(v, "round.lzc", "round.norm", n)
+                            for v, n in ((shift, "shift"), (right, "right")))
+            left = cut(cap >= 0, "round.lzc", "round.norm", "left")
+        else:
+            mag, left = self.mag, cap >= 0
+        m.d.comb += wide.eq(Mux(left,
+                                Cat(Const(0, W + 2), mag << shift[:(W - 1).bit_length()]),
+                                Cat(Const(0, W + 2), mag) >> right))
         norm, below = wide[W + 2:], wide[:W + 2].any()
+        if self._cuts is not None:
+            norm = cut(norm, "round.norm", "round.rne", "norm")
+            below = cut(below, "round.norm", "round.rne", "below")
         if W >= 25:
             mant, guard = norm[W - 24:], norm[W - 25]
             sticky = norm[:W - 25].any() | below
@@ -551,8 +573,11 @@ class RoundAt(wiring.Component):
         if self._rz:
             guard = Const(0, 1)
         exp_pre = Signal(signed(E + 2))         # biased exponent of the top bit
-        m.d.comb += exp_pre.eq(self.base + (W - 1) + 127 - shift)
-        round_to_word(m, mant, guard, sticky, exp_pre, self.mag == 0, self.neg, self.word)
+        m.d.comb += exp_pre.eq(cut(self.base, "round.lzc", "round.norm", "base")
+                               + (W - 1) + 127 - shift)
+        round_to_word(m, mant, guard, sticky, cut(exp_pre, "round.norm", "round.rne", "exp_pre"),
+                      cut(self.mag == 0, "round.lzc", "round.rne", "zero"),
+                      cut(self.neg, "round.lzc", "round.rne", "neg"), self.word)
         return m
 
     def parts(self):
@@ -643,10 +668,25 @@ class BoundedAdd(wiring.Component):
     word : Out(32)
     """
 
-    def __init__(self, terms, max_exp_diff=None, pair_window=PAIR_WINDOW, split_gap=SPLIT_GAP):
+    def __init__(self, terms, max_exp_diff=None, pair_window=PAIR_WINDOW, split_gap=SPLIT_GAP,
+                 cuts=None):
         self._b = BoundedSpec(terms, max_exp_diff, pair_window, split_gap)
+        self._cuts = cuts
         super().__init__({"acc": In(32), "step": In(accum_layout(self._b.accum.terms)),
-                          "word": Out(32)})
+                          "word": Out(32), **_held_port(cuts)})
+
+    def loop_blocks(self):
+        """``[(block, weight)]`` in datapath order, for :class:`hwgen.ring.Ring`'s cuts:
+        the decode (with the term's pre-add, pair or split ahead of it), the exponent
+        compare and swap, the jamming shift, the add, the leading-zero count, the
+        normalising shift, the rounding and the special cases; weights are their rough
+        logic depths."""
+        b = self._b
+        ahead = (45 if b.split is not None else 20 if b.pair_window is not None
+                 else 15 if len(b.accum.terms) == 2 else 0)
+        return [("decode", 12 + ahead), ("align.cmp", 10), ("align.shift", 12),
+                ("addsub", 14), ("round.lzc", 10), ("round.norm", 10), ("round.rne", 14),
+                ("special", 3)]
 
     @property
     def bspec(self):
@@ -689,10 +729,13 @@ class BoundedAdd(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         b = self._b
+        cuts = self._cuts
+        cut = _cut(m, cuts)
+        held = cut(self.acc, "in", "out", "held", reset=True)
         m.submodules.decode = dec = Decode(b)
-        m.submodules.align = sa = SwapAlign(b)
+        m.submodules.align = sa = SwapAlign(b, cuts)
         m.submodules.addsub = ad = AddSub(b)
-        m.submodules.round = rnd = RoundAt(b.window + 1, b.exp_bits)
+        m.submodules.round = rnd = RoundAt(b.window + 1, b.exp_bits, cuts=cuts)
         fields = ("neg", "sig", "top", "zero")
         term = {f: getattr(dec, f"t_{f}") for f in fields}
         zero_acc = self.step.first
@@ -738,21 +781,42 @@ class BoundedAdd(wiring.Component):
                          dec.exp.eq(self.step[f"{t.name}_exp"])]
         m.d.comb += [dec.acc.eq(self.acc), dec.zero_acc.eq(zero_acc)]
         for f in fields:
-            m.d.comb += getattr(sa, f"a_{f}").eq(getattr(dec, f"a_{f}"))
+            m.d.comb += getattr(sa, f"a_{f}").eq(cut(getattr(dec, f"a_{f}"), "decode",
+                                                     "align.cmp", f"a_{f}"))
         for f in fields:
-            m.d.comb += getattr(sa, f"t_{f}").eq(term[f])
-        m.d.comb += [ad.big.eq(sa.big), ad.small.eq(sa.small), ad.big_neg.eq(sa.big_neg),
-                     ad.small_neg.eq(sa.small_neg),
-                     rnd.mag.eq(ad.mag), rnd.neg.eq(ad.neg), rnd.base.eq(sa.base)]
+            m.d.comb += getattr(sa, f"t_{f}").eq(cut(term[f], "decode", "align.cmp", f"t_{f}"))
+        m.d.comb += [ad.big.eq(cut(sa.big, "align.shift", "addsub", "big")),
+                     ad.small.eq(cut(sa.small, "align.shift", "addsub", "small")),
+                     ad.big_neg.eq(cut(sa.big_neg, "align.shift", "addsub", "big_neg")),
+                     ad.small_neg.eq(cut(sa.small_neg, "align.shift", "addsub", "small_neg")),
+                     rnd.mag.eq(cut(ad.mag, "addsub", "round.lzc", "mag")),
+                     rnd.neg.eq(cut(ad.neg, "addsub", "round.lzc", "neg")),
+                     rnd.base.eq(cut(sa.base, "align.shift", "round.lzc", "base"))]
         special = ~self.step.first & (self.acc[23:31] == 255)
         acc_nan = special & (self.acc[:23] != 0)
-        with m.If(self.step.nan | acc_nan):
-            m.d.comb += self.word.eq(NAN_WORD)
+        if cuts is None:
+            word = self.word
+            nan = self.step.nan | acc_nan
+        else:
+            m.d.comb += self.held.eq(held)
+            special = cut(special, "in", "special", "special")
+            nan = cut(self.step.nan | acc_nan, "in", "special", "nan")
+            if b.split is not None:
+                use_split = cut(use_split, "decode", "special", "use_split")
+                split_word = cut(split_word, "decode", "special", "split_word")
+            word = Signal(32)
+            m.d.comb += self.word.eq(cut(word, "special", "out", "word"))
+        # Every value the choice reads reaches its stage here, outside the choice: a cut
+        # register made inside a branch would load only when that branch is taken.
+        acc = cut(self.acc, "in", "special", "held")
+        rounded = cut(rnd.word, "round.rne", "special", "rounded")
+        with m.If(nan):
+            m.d.comb += word.eq(NAN_WORD)
         with m.Elif(special):
-            m.d.comb += self.word.eq(self.acc)
+            m.d.comb += word.eq(acc)
         if b.split is not None:
             with m.Elif(use_split):
-                m.d.comb += self.word.eq(split_word)
+                m.d.comb += word.eq(split_word)
         with m.Else():
-            m.d.comb += self.word.eq(rnd.word)
+            m.d.comb += word.eq(rounded)
         return m

@@ -18,20 +18,27 @@ from .accum_trunc import TruncAdd
 __all__ = ["make_adder"]
 
 _ADDERS = {
-    "window": lambda terms, max_exp_diff: ExactAdd(AccumSpec(terms)),
-    "bounded": lambda terms, max_exp_diff: BoundedAdd(
-        terms, max_exp_diff if len(terms) == 2 else None),
-    "trunc": lambda terms, max_exp_diff: TruncAdd(terms),
+    "window": lambda terms, max_exp_diff, cuts: ExactAdd(AccumSpec(terms), cuts),
+    "bounded": lambda terms, max_exp_diff, cuts: BoundedAdd(
+        terms, max_exp_diff if len(terms) == 2 else None, cuts=cuts),
+    "trunc": lambda terms, max_exp_diff, cuts: TruncAdd(terms) if cuts is None else _uncut(),
 }
 assert tuple(_ADDERS) == ACCUMS
 
 
-def make_adder(accum, terms, max_exp_diff=None):
+def _uncut():
+    raise ValueError("the truncating back end has no cut loop (hif4spec.check_params refuses "
+                     "an interleaved unit with it)")
+
+
+def make_adder(accum, terms, max_exp_diff=None, cuts=None):
     """The adder of back end ``accum`` for ``terms``; ``max_exp_diff`` is the front end's
-    bound on two terms' exponent difference (used by ``"bounded"``)."""
+    bound on two terms' exponent difference (used by ``"bounded"``); ``cuts``, a
+    :class:`hwgen.ring.LoopCuts`, splits its loop over the stages of an interleaved
+    unit's ring (None: one combinational adder)."""
     try:
         make = _ADDERS[accum]
     except KeyError:
         raise ValueError(f"Accumulator back end must be one of {', '.join(ACCUMS)}, "
                          f"not {accum!r}") from None
-    return make(terms, max_exp_diff)
+    return make(terms, max_exp_diff, cuts)

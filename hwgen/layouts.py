@@ -84,14 +84,15 @@ def step_layout(name):
     return shape
 
 
-def payload_layout(unit, residual):
+def payload_layout(unit, residual, interleave=1):
     """``StructLayout`` of a unit's input payload: ``hif4spec.payload_fields`` with the step
-    layouts of ``a``, ``w`` and ``r`` (``first``, ``last``: one bit each), low bits first."""
+    layouts of ``a``, ``w`` and ``r`` (``first``, ``last``: one bit each; ``acc_id`` of an
+    interleaved unit), low bits first."""
     fmt = unit_spec(unit).fmt
     steps = {"a": operand_layout(fmt), "w": operand_layout(fmt),
              "r": residual_layout(fmt, residual)}
     members = {}
-    for name, bits in payload_fields(unit, residual):
+    for name, bits in payload_fields(unit, residual, interleave=interleave):
         members[name] = step_layout(steps[name].name) if name in steps else unsigned(bits)
         assert Shape.cast(members[name]).width == bits, (unit, residual, name)
     return data.StructLayout(members)

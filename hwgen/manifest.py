@@ -7,7 +7,8 @@ Keys (sorted, 2-space indent, trailing newline; deterministic):
                   ``mxfp4_quant``, ``nvfp4_quant``).
 ``kind``          ``"dot"`` or ``"encoder"`` (``hif4spec.KINDS``).
 ``parameters``    ``{"residual", "stages", "lanes"}`` and, for a dot unit, ``"accum"`` (its
-                  accumulator back end, ``hif4spec.ACCUMS``).
+                  accumulator back end, ``hif4spec.ACCUMS``) and, where it is not 1,
+                  ``"interleave"`` (its accumulators, ``hif4spec.INTERLEAVES``).
 ``ports``         ``[{"name", "direction", "width"}]`` in Verilog port order
                   (``clk``, ``rst``, ``i__valid``, ``i__ready``, ``i__payload``,
                   ``o__valid``, ``o__ready``, ``o__payload``).
@@ -16,7 +17,8 @@ Keys (sorted, 2-space indent, trailing newline; deterministic):
                   have no such key).
 ``payload``       ``{field: {"offset", "width"}}`` of ``i__payload``, low bits first
                   (``hif4spec.payload_fields``): a dot unit's step (``a``, ``w``, ``r`` if
-                  present, ``first``, ``last``); an encoder's beat (``x``: ``lanes`` BF16
+                  present, ``acc_id`` of an interleaved unit: the step's accumulator,
+                  ``first``, ``last``); an encoder's beat (``x``: ``lanes`` BF16
                   codes; ``t``: the NVFP4 tensor scale, taken with a group's last beat).
 ``output``        ``{field: {"offset", "width"}}`` of ``o__payload``, low bits first
                   (``hif4spec.output_fields``): ``acc`` (the FP32 word) of a dot unit; ``q``
@@ -24,13 +26,16 @@ Keys (sorted, 2-space indent, trailing newline; deterministic):
                   encoder.
 ``latency``       rising edges from the input transfer of a ``last`` step (an encoder: of a
                   group's last beat) to the cycle where ``o__valid`` is high with the output
-                  always ready.
+                  always ready (an interleaved unit: the least, a step whose accumulator's
+                  turn has come).
 ``ii``            initiation interval: cycles per step, or per group (``64 // lanes``).
 ``timing``        ``{"pipeline": [stage, ...], "rules": str}``: the chain of stream stages
                   from input to output, each ``{"kind": "register" | "comb" | "sequencer" |
-                  "deserializer" | "accumulator", ...}`` with the exact per-kind rules in
-                  ``rules`` (the text of ``hwgen.stream``'s and ``hwgen.accum``'s timing
-                  sections). A cycle model that simulates this chain reproduces the unit's
+                  "deserializer" | "accumulator" | "ring", ...}`` with the exact per-kind
+                  rules in ``rules`` (the text of ``hwgen.stream``'s and ``hwgen.ring``'s
+                  timing sections; the ring's only in an interleaved unit's). A ``ring``
+                  stage also lists ``interleave`` and ``loop_stages``, the adder's blocks in
+                  each of its L register stages. A cycle model that simulates this chain reproduces the unit's
                   handshakes exactly.
 ``structure``     what the unit is built from, the area model's one input
                   (:mod:`sim.area_model`): ``[{"block", "family", "params", "count"}]``,
@@ -52,6 +57,8 @@ Keys (sorted, 2-space indent, trailing newline; deterministic):
 import json
 
 from hif4spec import output_fields, unit_spec
+
+from .ring import RING_RULES
 
 __all__ = ["manifest", "manifest_text", "TIMING_RULES"]
 
@@ -101,6 +108,8 @@ def _parameters(unit):
     out = {"residual": unit.residual, "stages": unit.stages, "lanes": unit.lanes}
     if unit_spec(unit.unit).kind == "dot":
         out["accum"] = unit.accum
+        if unit.interleave != 1:
+            out["interleave"] = unit.interleave
     return out
 
 
@@ -121,7 +130,9 @@ def manifest(unit):
         "output": _output(unit),
         "latency": unit.latency,
         "ii": unit.ii,
-        "timing": {"pipeline": unit.timing["pipeline"], "rules": TIMING_RULES,
+        "timing": {"pipeline": unit.timing["pipeline"],
+                   "rules": TIMING_RULES + (" " + RING_RULES if unit.interleave != 1
+                                            else ""),
                    **{k: v for k, v in unit.timing.items() if k != "pipeline"}},
         "structure": unit.structure,
     }

@@ -494,7 +494,8 @@ class MultiDotUnit(DotUnit):
     def _payload_layout(self):
         self._term_specs = tuple(self._terms())
         return data.StructLayout({name: unsigned(bits) for name, bits
-                                  in payload_fields(self.unit, self._residual)})
+                                  in payload_fields(self.unit, self._residual,
+                                                    interleave=self._interleave)})
 
     def _terms(self):
         return slot_terms(self.formats, self._residual)[0]

@@ -14,13 +14,14 @@ from amaranth.hdl import Module, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hif4spec import (DEFAULTS, STEP_ELEMS, check_params, default_accum, module_name,
-                      output_fields)
+from hif4spec import (ACC_FIELD, DEFAULTS, STEP_ELEMS, acc_id_bits, check_params,
+                      default_accum, module_name, output_fields)
 
 from .accum import Accumulator, accum_layout
 from .backend import make_adder
 from .layouts import payload_layout
 from .parts import entries, probe
+from .ring import Ring
 from .stream import Map, Register, Sequencer, chain
 
 __all__ = ["Unit", "DotUnit", "adder_tree"]
@@ -72,6 +73,9 @@ class Unit(wiring.Component):
         A dot unit's accumulator back end (``hif4spec.accums_of(unit)``,
         :mod:`hwgen.backend`); None: the unit's default one (``hif4spec.default_accum``).
         An encoder has none and takes only None.
+    interleave : int
+        A dot unit's accumulators (``hif4spec.INTERLEAVES``): more than one makes its
+        accumulator a :class:`hwgen.ring.Ring`. An encoder takes only 1.
 
     A bad parameter raises ``ValueError`` with the one-line message of
     :func:`hif4spec.check_params`.
@@ -93,12 +97,12 @@ class Unit(wiring.Component):
     unit = None
 
     def __init__(self, *, residual=DEFAULTS["residual"], stages=DEFAULTS["stages"],
-                 lanes=DEFAULTS["lanes"], accum=None):
+                 lanes=DEFAULTS["lanes"], accum=None, interleave=1):
         if accum is None:
             accum = default_accum(self.unit, residual)
-        check_params(self.unit, residual, stages, lanes, accum)
+        check_params(self.unit, residual, stages, lanes, accum, interleave)
         self._residual, self._stages, self._lanes = residual, stages, lanes
-        self._accum = accum
+        self._accum, self._interleave = accum, interleave
         self._output = data.StructLayout(dict(output_fields(self.unit, residual)))
         self._payload = self._payload_layout()
         super().__init__({"i": In(stream.Signature(self._payload)),
@@ -108,6 +112,7 @@ class Unit(wiring.Component):
     stages = property(lambda self: self._stages)
     lanes = property(lambda self: self._lanes)
     accum = property(lambda self: self._accum)
+    interleave = property(lambda self: self._interleave)
     payload_layout = property(lambda self: self._payload)
     output_layout = property(lambda self: self._output)
 
@@ -127,7 +132,8 @@ class Unit(wiring.Component):
 
     @property
     def module_name(self):
-        return module_name(self.unit, self._residual, self._stages, self._lanes, self._accum)
+        return module_name(self.unit, self._residual, self._stages, self._lanes, self._accum,
+                           self._interleave)
 
     @property
     def timing(self):
@@ -175,7 +181,7 @@ class DotUnit(Unit):
 
     def _payload_layout(self):
         self._term_specs = tuple(self._terms())
-        return payload_layout(self.unit, self._residual)
+        return payload_layout(self.unit, self._residual, self._interleave)
 
     def _output_shape(self):
         return self._output.size
@@ -184,8 +190,11 @@ class DotUnit(Unit):
 
     @property
     def latency(self):
-        """Rising edges from the input transfer of a ``last`` step to ``o.valid``."""
-        return self._stages if self._stages <= 3 else self._stages - 1 + self.ii
+        """Rising edges from the input transfer of a ``last`` step to ``o.valid``; an
+        interleaved unit's ring adds ``interleave - 1`` (the least: a step may wait for
+        its accumulator's turn)."""
+        base = self._stages if self._stages <= 3 else self._stages - 1 + self.ii
+        return base + self._interleave - 1
 
     @property
     def structure(self):
@@ -199,7 +208,7 @@ class DotUnit(Unit):
             stage, kind = probe(make()), desc["kind"]
             if kind == Register.kind:
                 out += entries(f"pipe.{name}", stage.parts())
-            elif kind == Accumulator.kind:
+            elif kind in (Accumulator.kind, Ring.kind):
                 out += entries("accum", stage.parts())
             elif kind == Sequencer.kind:
                 out += entries(name, self._front_parts() + stage.parts())
@@ -211,10 +220,30 @@ class DotUnit(Unit):
         """Output layout of the front end: the accumulator's terms unless ``_form`` is set."""
         return accum_layout(self._term_specs)
 
+    def _with_id(self, layout):
+        """``layout`` with :data:`hif4spec.ACC_FIELD` last where the unit interleaves."""
+        if self._interleave == 1:
+            return layout
+        return data.StructLayout({**dict(layout.members),
+                                  ACC_FIELD: acc_id_bits(self._interleave)})
+
+    def _front_build(self, m, payload, index, out):
+        """:meth:`_front`, the step's accumulator passed on where the unit interleaves."""
+        parts = self._front(m, payload, index, out)
+        if self._interleave != 1:
+            m.d.comb += out[ACC_FIELD].eq(payload[ACC_FIELD])
+        return parts
+
+    def _form_build(self, m, payload, out):
+        """``_form``, the step's accumulator passed on where the unit interleaves."""
+        self._form(m, payload, out)
+        if self._interleave != 1:
+            m.d.comb += out[ACC_FIELD].eq(payload[ACC_FIELD])
+
     def _plan(self):
         """``[(name, description, factory)]`` of the stream stages, input to output."""
-        terms = accum_layout(self._term_specs)
-        front = self._front_layout()
+        terms = self._with_id(accum_layout(self._term_specs))
+        front = self._with_id(self._front_layout())
         n = self.ii
         register = {"kind": Register.kind}
         plan = []
@@ -222,23 +251,29 @@ class DotUnit(Unit):
             plan.append(("input_reg", register, lambda: Register(self._payload)))
         plan.append(("front", {"kind": Sequencer.kind, "slices": n},
                      lambda: Sequencer(self._payload, front, slices=n,
-                                       sum_fields=self._sum_fields(), build=self._front,
+                                       sum_fields=self._sum_fields(), build=self._front_build,
                                        name="front")))
         if self._stages >= 3:
             plan.append((self._front_reg, register, lambda: Register(front)))
         if self._form is not None:
             plan.append(("terms", {"kind": Map.kind},
-                         lambda: Map(front, terms, self._form, name="terms")))
+                         lambda: Map(front, terms, self._form_build, name="terms")))
         if self._stages >= 2:
             plan.append(("terms_reg", register, lambda: Register(terms)))
         acc = self._accumulator
-        plan.append(("acc", {"kind": Accumulator.kind, **probe(acc()).describe()}, acc))
+        kind = Accumulator.kind if self._interleave == 1 else Ring.kind
+        plan.append(("acc", {"kind": kind, **probe(acc()).describe()}, acc))
         return plan
 
     def _accumulator(self):
-        """The accumulator stage, with the unit's back end."""
-        return Accumulator(self._term_specs, lambda: make_adder(
-            self._accum, self._term_specs, self._max_exp_diff))
+        """The accumulator stage, with the unit's back end: an
+        :class:`hwgen.accum.Accumulator`, or a :class:`hwgen.ring.Ring` of ``interleave``
+        accumulators."""
+        if self._interleave == 1:
+            return Accumulator(self._term_specs, lambda: make_adder(
+                self._accum, self._term_specs, self._max_exp_diff))
+        return Ring(self._term_specs, lambda cuts: make_adder(
+            self._accum, self._term_specs, self._max_exp_diff, cuts), self._interleave)
 
     def elaborate(self, platform):
         m = Module()

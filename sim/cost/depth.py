@@ -10,7 +10,8 @@ in cells on the longest path (flip-flops excluded):
 
 * ``loop``: the accumulator stage's register-to-register paths: its cells both fed by a
   flip-flop and feeding one through combinational cells only (``%coe*`` / ``%cie*`` from
-  the flip-flops' wires);
+  the flip-flops' wires); in an interleaved unit's ring (``hwgen.ring``) these are the
+  paths between its L register stages;
 * ``in``: the accumulator stage's paths from its input (the registered terms) into its
   register;
 * ``path`` of every other combinational stage (``comb``, ``sequencer``): its ``ltp -noff``.
@@ -104,7 +105,7 @@ def unit_depths(text, manifest, *, progress=None, **kwargs):
         top = f"{manifest['module']}.{st['stage']}"
         if progress:
             progress(top)
-        reports = ("loop", "in") if st["kind"] == "accumulator" else ("path",)
+        reports = ("loop", "in") if st["kind"] in ("accumulator", "ring") else ("path",)
         stages[st["stage"]] = stage_depths(text, top, reports, **kwargs)
     loop = max(d.get("loop", 0) for d in stages.values())
     ff = max(d.get("in", d.get("path", 0)) for d in stages.values())
