@@ -20,6 +20,13 @@ listed, in order, in its manifest's ``timing.pipeline``. Their cycle behaviour i
 ``accumulator``
     A register whose ``o.valid`` becomes the step's ``last`` flag: a step without ``last``
     leaves no output and frees the stage at the next cycle.
+``ring`` (``interleave`` = L, :mod:`hwgen.ring`)
+    L accumulators in a ring that moves on every cycle except those where ``o.valid`` is
+    high and ``o.ready`` low. The m-th move (counting from 0 after reset) has turn
+    ``m mod L``; a step naming accumulator ``j`` is taken at the first moving cycle, from
+    the cycle it reaches the ring, whose turn is ``j``; a ``last`` step taken at the move
+    of turn count m raises ``o.valid`` in the cycle after move m + L - 1, and ``o.valid``
+    holds (the ring still) until ``o.ready``.
 
 The model never steps cycle by cycle. It computes, step by step, the cycle at which each
 step crosses every register boundary (a max-plus recurrence): the chain is cut at its
@@ -96,7 +103,7 @@ def load_manifest(path):
     return json.loads(Path(path).read_text())
 
 
-_KINDS = ("comb", "register", "sequencer", "deserializer", "accumulator")
+_KINDS = ("comb", "register", "sequencer", "deserializer", "accumulator", "ring")
 
 
 class UnitTiming:
@@ -106,10 +113,11 @@ class UnitTiming:
     ----------
     pipeline : list of dict
         The manifest's ``timing.pipeline``: ``{"kind": "comb" | "register" | "sequencer" |
-        "deserializer" | "accumulator", "slices": n (sequencers), "beats": n
-        (deserializers)}``, input side first. At most one accumulator, or one deserializer
-        (with no sequencer before it between two registers); stages after an accumulator
-        feed the output port.
+        "deserializer" | "accumulator" | "ring", "slices": n (sequencers), "beats": n
+        (deserializers), "interleave": L (a ring)}``, input side first. At most one
+        accumulator or ring, or one deserializer (with no sequencer before it between two
+        registers); stages after an accumulator feed the output port, and none follow a
+        ring.
     """
 
     def __init__(self, pipeline):
@@ -120,8 +128,18 @@ class UnitTiming:
         offset = 0
         seen_acc = False
         self.beats, self.deser_seg = 1, None
+        self.interleave = 1
         for stage in pipeline:
             kind = stage.get("kind")
+            if seen_acc and self.interleave > 1:
+                raise ValueError("No stage may follow a ring")
+            if kind == "ring":
+                ways = stage.get("interleave")
+                if not isinstance(ways, int) or ways < 2:
+                    raise ValueError(f"A ring interleaves 2 or more accumulators, not "
+                                     f"{ways!r}")
+                self.interleave = ways
+                kind = "accumulator"
             if kind not in _KINDS:
                 raise ValueError(f"Stage kind must be one of {', '.join(_KINDS)}, "
                                  f"not {kind!r}")
@@ -175,7 +193,8 @@ class UnitTiming:
     @property
     def ii(self):
         """Initiation interval with no stalls: cycles between input transfers (with a
-        deserializer: cycles per group of ``beats`` transfers)."""
+        deserializer: cycles per group of ``beats`` transfers; with a ring: steps naming
+        the accumulators in turn)."""
         offs = list(self.seg_offsets)
         if not offs:
             return self.beats * (1 + self.out_offset)
@@ -188,9 +207,9 @@ class UnitTiming:
         offs = self.seg_offsets
         if not offs:
             return 0
-        return sum(1 + o for o in offs[1:]) + 1 + self.out_offset
+        return sum(1 + o for o in offs[1:]) + 1 + self.out_offset + self.interleave - 1
 
-    def run(self, last, stimulus=None, *, fast=True):
+    def run(self, last, stimulus=None, *, fast=True, acc_id=None):
         """Input and output transfer cycles for a step stream.
 
         Parameters
@@ -202,12 +221,19 @@ class UnitTiming:
             otherwise).
         stimulus : Stimulus, optional
             Valid gaps and the ready pattern; default: always valid, always ready.
+        acc_id : sequence of int, optional
+            With a ring, each step's accumulator (required there, refused elsewhere).
 
         Returns
         -------
         UnitRun
         """
         stim = stimulus or Stimulus()
+        if (acc_id is None) != (self.interleave == 1):
+            raise ValueError("a ring's steps need acc_id, and only a ring's take it"
+                             if acc_id is None else "acc_id is for a unit with a ring")
+        if self.interleave > 1:
+            return _ring_run(self, last, stim, acc_id)
         if self.deser_seg is not None:
             beats = self.beats
             wrong = [i for i, flag in enumerate(last) if bool(flag) != (i % beats == beats - 1)]
@@ -281,6 +307,81 @@ class UnitTiming:
                 leave[-1] = o
                 k += 1
         return UnitRun(in_cycles, valid_cycles, out_cycles)
+
+
+def _ring_run(timing, last, stim, acc_id):
+    """:meth:`UnitTiming.run` of a unit ending in a ring (module docstring, ``ring``)."""
+    from bisect import bisect_right
+
+    L = timing.interleave
+    if len(acc_id) != len(last) or any(not 0 <= int(j) < L for j in acc_id):
+        raise ValueError(f"acc_id needs one accumulator of 0..{L - 1} per step")
+    offs = timing.seg_offsets
+    nseg = len(offs)
+    leave = [-1] * nseg
+    n = len(last)
+    in_cycles, valid_cycles, out_cycles = [0] * n, [0] * n, []
+    # The ring stands still in the cycles [start, end) of each output that is valid and not
+    # yet taken; they come in order. held[i]: still cycles before starts[i].
+    starts, ends, held = [], [], [0]
+
+    def still_before(t):
+        """``(still cycles before cycle t, the end of a still spell holding t or None)``."""
+        i = bisect_right(starts, t) - 1
+        if i < 0:
+            return 0, None
+        if t < ends[i]:
+            return held[i] + t - starts[i], ends[i]
+        return held[i + 1], None
+
+    def moves_before(t):
+        return t - still_before(t)[0]
+
+    def cycle_of_move(m):
+        """The cycle of move m (0-based): the moving cycle with m moves before it."""
+        t = m
+        while True:
+            count, end = still_before(t)
+            if end is not None:
+                t = end
+            elif t - count == m:
+                return t
+            else:
+                t = m + count
+    prev_in = -1
+    k = 0
+    for i in range(n):
+        v = stim.valid_from(i, prev_in)
+        valid_cycles[i] = v
+        t = v
+        xs = []
+        for s in range(nseg):
+            t = t + offs[s]
+            if leave[s] > t:
+                t = leave[s]
+            if s == nseg - 1:       # the first moving cycle from t of the step's turn
+                end = still_before(t)[1]
+                if end is not None:
+                    t = end
+                m = moves_before(t)
+                t = cycle_of_move(m + (int(acc_id[i]) - m) % L)
+            xs.append(t)
+            t = t + 1
+        in_cycles[i] = prev_in = xs[0]
+        for s in range(nseg - 1):
+            leave[s] = xs[s + 1]
+        x = xs[-1]
+        leave[-1] = x + 1
+        if last[i]:
+            vo = cycle_of_move(moves_before(x) + L - 1) + 1 + timing.out_offset
+            o = stim.next_ready(k, vo)
+            out_cycles.append(o)
+            if o > vo:
+                starts.append(vo)
+                ends.append(o)
+                held.append(held[-1] + o - vo)
+            k += 1
+    return UnitRun(in_cycles, valid_cycles, out_cycles)
 
 
 _C_SOURCE = r"""

@@ -87,11 +87,13 @@ def random_pattern(n_steps, rng, *, p_gap=0.3, max_gap=4, p_stall=0.4, length=No
 
 
 def check_unit(unit, *, residual="none", stages=None, lanes=None, accum=None, steps=120,
-               seed=0, p_gap=0.3, p_stall=0.4, sim="verilator"):
+               seed=0, p_gap=0.3, p_stall=0.4, sim="verilator", interleave=None):
     """Model vs RTL on one random stream with a random stall pattern (an encoder: random
     groups of :mod:`sim.stimulus.encoder`, ``steps`` beats rounded up to whole groups).
 
-    ``accum`` is a dot unit's accumulator back end (None: the default). Returns a dict with
+    ``accum`` is a dot unit's accumulator back end (None: the default); with ``interleave``
+    L > 1 the stream is interleaved over its L accumulators (:mod:`sim.stimulus.interleave`)
+    and the model is told each step's. Returns a dict with
     the model's and the RTL's cycles, the words and whether they agree.
     """
     from hif4spec import module_name, resolve
@@ -101,7 +103,7 @@ def check_unit(unit, *, residual="none", stages=None, lanes=None, accum=None, st
 
     from . import runner as bench_runner
 
-    params = resolve(unit, residual, stages, lanes, accum)
+    params = resolve(unit, residual, stages, lanes, accum, interleave)
     module = module_name(unit, **params)
     verilog, manifest = bench_runner.generate_cached(unit, params,
                                                      BUILD_ROOT / "rtl" / module)
@@ -120,15 +122,26 @@ def check_unit(unit, *, residual="none", stages=None, lanes=None, accum=None, st
         stream = random_stream(unit, params["residual"], steps, rng)
         # short K-loops (1..6 steps) so that outputs, and their ready stalls, are frequent
         stream["first"], stream["last"] = short_loops(steps, rng, max_len=6)
-        payload = pack_payloads(manifest, unit, params["residual"], stream)
-        expected, _ = expected_words(unit, params["residual"], stream,
-                                     **manifest_accum(manifest))
+        L = params.get("interleave", 1)
+        if L > 1:
+            from sim.stimulus import interleave as inter
+            stream = inter.interleave(stream, L, rng)
+            payload = inter.pack_payloads(manifest, unit, params["residual"], stream)
+            expected, _ = inter.expected_words(unit, params["residual"], stream,
+                                               **manifest_accum(manifest))
+            acc_id = [int(j) for j in stream["acc_id"]]
+        else:
+            payload = pack_payloads(manifest, unit, params["residual"], stream)
+            expected, _ = expected_words(unit, params["residual"], stream,
+                                         **manifest_accum(manifest))
+            acc_id = None
         last = [bool(x) for x in stream["last"]]
     gaps, ready = random_pattern(steps, rng, p_gap=p_gap, p_stall=p_stall)
     rtl = run_rtl_cycles(verilog, manifest, payload, [steps], [len(expected)], gaps, ready,
                          sim=sim)[0]
     timing = UnitTiming.from_manifest(manifest)
-    model = timing.run(last, Stimulus(gaps=gaps, ready=ready))
+    model = timing.run(last, Stimulus(gaps=gaps, ready=ready),
+                       acc_id=None if unit_spec(unit).kind == "encoder" else acc_id)
     return {
         "module": module, "steps": steps, "ii": timing.ii, "latency": timing.latency,
         "manifest_ii": manifest.get("ii"), "manifest_latency": manifest.get("latency"),

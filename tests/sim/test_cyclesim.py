@@ -189,3 +189,28 @@ def test_gemm_bad_input():
     with pytest.raises(ValueError, match="Bandwidth"):
         simulate_gemm("hif4", 4, 64, 4, bandwidth=0, compute=False)
     assert math.isinf(simulate_gemm("hif4", 1, 64, 1, compute=False).bandwidth)
+
+
+def test_ring_takes_steps_at_their_turn():
+    """A ring of L accumulators (turn = moves since reset mod L): steps naming the
+    accumulators in turn go one per cycle, steps of one accumulator one per L cycles, and
+    an output waiting for o.ready holds the ring, and so the later steps' turns, still."""
+    from sim.cyclesim import Stimulus, UnitTiming
+
+    L = 4
+    timing = UnitTiming([{"kind": "register"}, {"kind": "ring", "interleave": L}])
+    assert timing.latency == 2 + L - 1
+    # a step reaches the ring a cycle after the register takes it: turn (i + 1) mod L
+    turns = timing.run([False] * 4 + [True] * 4, acc_id=[(i + 1) % L for i in range(8)])
+    assert list(turns.in_cycles) == list(range(8))
+    assert list(turns.out_cycles) == [i + timing.latency for i in range(4, 8)]
+    one = timing.run([False, False, True], acc_id=[2, 2, 2])
+    assert list(one.in_cycles) == [0, 2, 6] and list(one.out_cycles) == [10 + L]
+    # o.ready low in cycles 5-7: the ring stands still, the third step's turn comes later
+    held = timing.run([True, True, True], Stimulus(ready=[True] * 5 + [False] * 3),
+                      acc_id=[1, 2, 1])
+    assert list(held.in_cycles) == [0, 1, 2] and list(held.out_cycles) == [8, 9, 12]
+    with pytest.raises(ValueError, match="need acc_id"):
+        timing.run([True])
+    with pytest.raises(ValueError, match="one accumulator of 0..3"):
+        timing.run([True], acc_id=[4])
