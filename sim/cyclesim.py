@@ -694,7 +694,10 @@ def simulate_gemm(unit, m, k, n, *, residual="none", array=(1, 1), bandwidth=mat
         Memory interface bytes per cycle (per direction); ``inf`` for no limit.
     timing : UnitTiming
         The unit's timing (from its manifest); default: a one-register front end and an
-        accumulator (``ii`` 1, ``latency`` 1).
+        accumulator (``ii`` 1, ``latency`` 1). A unit with a ring of L accumulators
+        computes L tiles at a time: each unit holds L output elements, one per tile, and
+        the array steps of the L tiles take turns (tile j's steps in accumulator j, as
+        :func:`sim.stimulus.interleave.in_turn` orders them).
     a, w, r : QuantizedTensor / residual, optional
         Operands for the bit-true output; random Gaussian data when omitted (``seed``).
     buffer_steps : int
@@ -724,15 +727,19 @@ def simulate_gemm(unit, m, k, n, *, residual="none", array=(1, 1), bandwidth=mat
     timing = timing or UnitTiming([{"kind": "register"}, {"kind": "accumulator"}])
     ksteps = -(-k // STEP_ELEMS)
     mt, nt = -(-m // rows), -(-n // cols)
-    need, lasts, out_bytes = [], [], []
+    need, lasts, out_bytes, acc_id = [], [], [], []
     reads = {"a": 0, "w": 0, "r": 0, "tensor_scale": 0}
-    for ti in range(mt):
-        ru = min(rows, m - ti * rows)
-        for tj in range(nt):
-            cu = min(cols, n - tj * cols)
-            per = ru * (a_b + r_b) + cu * w_b
-            need.extend([per] * ksteps)
-            lasts.extend([False] * (ksteps - 1) + [True])
+    tiles = [(min(rows, m - ti * rows), min(cols, n - tj * cols))
+             for ti in range(mt) for tj in range(nt)]
+    ways = timing.interleave
+    for g in range(0, len(tiles), ways):
+        group = tiles[g:g + ways]
+        for ks in range(ksteps):
+            for j, (ru, cu) in enumerate(group):
+                need.append(ru * (a_b + r_b) + cu * w_b)
+                lasts.append(ks == ksteps - 1)
+                acc_id.append(j)
+        for ru, cu in group:
             reads["a"] += ru * a_b * ksteps
             reads["w"] += cu * w_b * ksteps
             reads["r"] += ru * r_b * ksteps
@@ -745,7 +752,7 @@ def simulate_gemm(unit, m, k, n, *, residual="none", array=(1, 1), bandwidth=mat
     if residual == "none":
         del reads["r"]
     stim = _ArrayStimulus(need, bandwidth, buffer_steps, out_bytes, out_tiles)
-    run = timing.run(lasts, stim)
+    run = timing.run(lasts, stim, acc_id=acc_id if ways > 1 else None)
     cycles = run.out_cycles[-1] + 1
     ii = timing.ii
     stalls = {"memory": 0, "backpressure": 0, "drain": 0}

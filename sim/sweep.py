@@ -419,14 +419,15 @@ def _save_json_table(table, path):
 UNITS_BUILD = ROOT / "build" / "units"
 
 
-def generate_config(unit, residual, stages, lanes, out_dir=None, accum=None):
+def generate_config(unit, residual, stages, lanes, out_dir=None, accum=None, interleave=None):
     """The Verilog file of one configuration, with back end ``accum`` (default: the
-    configuration's default one), generated (cached, ``sim.bench.runner.generate_cached``)
-    under ``out_dir`` (default :data:`UNITS_BUILD`); its manifest lies beside it."""
+    configuration's default one) and ``interleave`` accumulators (default 1), generated
+    (cached, ``sim.bench.runner.generate_cached``) under ``out_dir`` (default
+    :data:`UNITS_BUILD`); its manifest lies beside it."""
     from hif4spec import module_name, resolve
     from sim.bench.runner import generate_cached
 
-    params = resolve(unit, residual, stages, lanes, accum)
+    params = resolve(unit, residual, stages, lanes, accum, interleave)
     out_dir = Path(out_dir or UNITS_BUILD)
     verilog, _ = generate_cached(unit, params, out_dir / module_name(unit, **params))
     return verilog
@@ -735,26 +736,30 @@ def energy_rows(units, residuals, stimuli=None, *, stages=None, lanes=None, accu
 
 # --- iso-frequency -------------------------------------------------------------------------
 
-def isofreq_modules(configs, stages, lanes, build=None, accum=None):
-    """``{(unit, residual, stages): (verilog_text, manifest)}`` of every configuration
-    (``(unit, residual)``) and stage count at ``lanes`` lanes, with back end ``accum``
-    where the pair has it (else its default), generated (cached) under ``build``."""
-    from hif4spec import accums_of
+def isofreq_modules(configs, stages, lanes, build=None, accum=None, interleaves=(1,)):
+    """``{(unit, residual, stages, interleave): (verilog_text, manifest)}`` of every
+    configuration (``(unit, residual)``), stage count and interleave (a dot unit's; an
+    encoder has 1 only) at ``lanes`` lanes, with back end ``accum`` where the pair has it
+    (else its default), generated (cached) under ``build``."""
+    from hif4spec import accums_of, unit_spec
 
     out = {}
     for unit, residual in configs:
+        ways = interleaves if unit_spec(unit).kind == "dot" else (1,)
         for s in stages:
-            acc = accum if accum in accums_of(unit, residual) else None
-            verilog = generate_config(unit, residual, s, lanes, build, accum=acc)
-            out[unit, residual, s] = (verilog.read_text(),
-                                      json.loads(verilog.with_suffix(".json").read_text()))
+            for L in ways:
+                acc = accum if accum in accums_of(unit, residual) else None
+                verilog = generate_config(unit, residual, s, lanes, build, accum=acc,
+                                          interleave=L)
+                out[unit, residual, s, L] = (
+                    verilog.read_text(), json.loads(verilog.with_suffix(".json").read_text()))
     return out
 
 
 def isofreq_sweep(configs=None, *, stages=None, lanes=None, targets=None, scripts=None,
                   liberty=None, lib=None, path=None, build=None, accum=None, cluster=None,
                   jobs=1, retries=2, progress=True, backend=None, exhaustive=False,
-                  synthesize=True):
+                  synthesize=True, interleaves=(1,)):
     """The iso-frequency sweep (:mod:`sim.cost.isofreq`) into the table at ``path``
     (default :data:`sim.cost.isofreq.TABLE`); returns ``(runs, report)``: the table's runs
     of this library for ``configs`` (default the standard set, dot units and encoders),
@@ -762,7 +767,9 @@ def isofreq_sweep(configs=None, *, stages=None, lanes=None, targets=None, script
     increasing order, each script in turn (:func:`sim.cost.isofreq.plan` prunes), every
     synthesis a ``synth`` task (:func:`sim.cost.isofreq.isofreq_task`). ``targets`` (ps)
     replaces both default lists. :class:`Interrupted` passes through (what finished is in
-    the table). ``synthesize`` False runs nothing: the runs the table holds already."""
+    the table). ``synthesize`` False runs nothing: the runs the table holds already.
+    ``interleaves`` adds the dot units' interleaved accumulators (issue 45) as an axis
+    beside the stages: at each stage count, each interleave in increasing order."""
     from sim.cost import isofreq
     from sim.cost.liberty import load_library
     from sim.cost.synth import verilog_sha256
@@ -773,7 +780,8 @@ def isofreq_sweep(configs=None, *, stages=None, lanes=None, targets=None, script
     scripts = isofreq.SCRIPTS if scripts is None else scripts
     path = path or isofreq.TABLE
     lib = lib or load_library(liberty)
-    modules = isofreq_modules(configs, stages, lanes, build, accum)
+    interleaves = sorted(set(interleaves))
+    modules = isofreq_modules(configs, stages, lanes, build, accum, interleaves)
     shas = {k: verilog_sha256(text) for k, (text, _) in modules.items()}
     report = Report()
     start = time.monotonic()
@@ -782,29 +790,33 @@ def isofreq_sweep(configs=None, *, stages=None, lanes=None, targets=None, script
         want = set(shas.values())
         return [r for r in isofreq.runs_of(table, lib.sha256) if r["sha256"] in want]
 
-    for stage in sorted(stages) if synthesize else ():
-        for script in scripts:
-            table = isofreq.load(path)
-            tasks, keys = [], {}
-            for config, t in isofreq.plan(mine(table), configs, stage, script,
-                                          lambda c: isofreq.default_targets(c, targets),
-                                          exhaustive=exhaustive, gate="delay" in scripts):
-                text, manifest = modules[(*config, stage)]
-                key = isofreq.table_key(lib.sha256, shas[(*config, stage)], script, t)
-                name = f"{manifest['module']}/{script}/{t:g}"
-                if key in table["runs"]:
-                    report.skipped.append(name)
-                    continue
-                keys[name] = key
-                tasks.append(Task(name, "synth", isofreq.isofreq_task,
-                                  (text, manifest, script, float(t), lib.path, backend)))
+    rounds = [(stage, L, script) for stage in sorted(stages) for L in interleaves
+              for script in scripts] if synthesize else []
+    for stage, L, script in rounds:
+        table = isofreq.load(path)
+        tasks, keys = [], {}
+        have = [c for c in configs if (*c, stage, L) in modules]
+        for config, t in isofreq.plan(mine(table), have, stage, script,
+                                      lambda c: isofreq.default_targets(c, targets),
+                                      exhaustive=exhaustive, gate="delay" in scripts,
+                                      interleave=L):
+            text, manifest = modules[(*config, stage, L)]
+            key = isofreq.table_key(lib.sha256, shas[(*config, stage, L)], script, t)
+            name = f"{manifest['module']}/{script}/{t:g}"
+            if key in table["runs"]:
+                report.skipped.append(name)
+                continue
+            keys[name] = key
+            tasks.append(Task(name, "synth", isofreq.isofreq_task,
+                              (text, manifest, script, float(t), lib.path, backend)))
 
-            def on_result(task, record, keys=keys):
-                isofreq.merge(path, keys[task.name], record)
+        def on_result(task, record, keys=keys):
+            isofreq.merge(path, keys[task.name], record)
 
-            run_tasks(tasks, on_result, cluster=cluster, jobs=jobs, retries=retries,
-                      progress=progress, desc=f"sweep isofreq: {stage} stage(s), {script}",
-                      report=report)
+        run_tasks(tasks, on_result, cluster=cluster, jobs=jobs, retries=retries,
+                  progress=progress, desc=f"sweep isofreq: {stage} stage(s)"
+                  + (f", {L} accumulators" if L != 1 else "") + f", {script}",
+                  report=report)
     report.seconds = time.monotonic() - start
     return mine(isofreq.load(path)), report
 
@@ -820,7 +832,8 @@ def isofreq_energy(rows, lib, clock_ps, build=None, **options):
         if row.get("kind") != "dot" or not row.get("meets"):
             continue
         verilog = generate_config(row["unit"], row["residual"], row["stages"], row["lanes"],
-                                  build, accum=row["accum"])
+                                  build, accum=row["accum"],
+                                  interleave=row.get("interleave", 1))
         manifest = json.loads(verilog.with_suffix(".json").read_text())
         (figures,) = measure_liberty(verilog.read_text(), manifest, lib=lib,
                                      clock_ps=clock_ps, script=row["script"],

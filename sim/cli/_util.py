@@ -341,7 +341,9 @@ def refuse_interleave(args, command):
             ways, what = have, f"{manifest['module']} (interleave {have})"
     if ways != 1:
         raise CLIError(f"{what}: hif4 {command} handles units with one accumulator only so "
-                       f"far; hif4 verify checks interleaved units")
+                       f"far; hif4 verify checks interleaved units"
+                       + ("" if command.startswith("simulate") else
+                          ", hif4 simulate models them"))
 
 
 def unit_params(args):

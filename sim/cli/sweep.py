@@ -5,8 +5,8 @@ Ray cluster (:mod:`sim.sweep`)."""
 import sys
 from pathlib import Path
 
-from hif4spec import (ACCUMS, DEFAULTS, LANES, REFERENCE_ACCUM, RESIDUAL_MODES, STAGES, accums_of,
-                      all_configs, units_of_kind)
+from hif4spec import (ACCUMS, DEFAULTS, INTERLEAVES, LANES, REFERENCE_ACCUM, RESIDUAL_MODES,
+                      STAGES, accums_of, all_configs, units_of_kind)
 
 from sim.cost.isofreq import DOT_TARGETS_PS, ENCODER_TARGETS_PS
 
@@ -48,6 +48,7 @@ _ONLY = [
     ("energy", "--energy", ("isofreq",), False),
     ("scripts", "--scripts", ("isofreq",), None),
     ("from_table", "--from-table", ("isofreq",), False),
+    ("interleave", "--interleave", ("isofreq",), None),
 ]
 
 
@@ -147,6 +148,11 @@ def register(subparsers):
                   help="write the Pareto plot: area per MAC against clock, one curve per "
                        "format and residual, x where each stops meeting (rl --model smollm2: "
                        "accuracy, reward and mismatch curves)")
+    iso.add_argument("--interleave", metavar="LIST",
+                     help="comma-separated accumulator counts of the dot units, of "
+                          f"{','.join(map(str, INTERLEAVES))} (default: 1): an axis beside "
+                          "the stages, the loop cut into that many register stages "
+                          "(hwgen/ring.py); encoders keep 1")
     iso.add_argument("--scripts", metavar="LIST",
                      help="comma-separated ABC scripts of delay, area (default: both; area "
                           "only where delay met the target unless --exhaustive)")
@@ -541,6 +547,7 @@ def _run_isofreq(args, cluster):
     from ._util import write_files
 
     configs, stages, lanes = _isofreq_selection(args)
+    interleaves = _int_list(args.interleave or "1", INTERLEAVES, "interleave")
     clocks = None
     if args.clocks is not None:
         items = [c.strip() for c in args.clocks.split(",") if c.strip()]
@@ -575,7 +582,7 @@ def _run_isofreq(args, cluster):
             scripts=scripts,
             accum=args.accum, cluster=cluster, jobs=args.jobs, retries=args.retries,
             progress=not args.quiet, backend=args.backend, exhaustive=args.exhaustive,
-            synthesize=not args.from_table)
+            synthesize=not args.from_table, interleaves=interleaves)
     except sweep.Interrupted as stop:
         done = stop.report
         print(f"hif4 sweep isofreq: interrupted: {len(done.done)} finished, "
@@ -587,7 +594,9 @@ def _run_isofreq(args, cluster):
     note = LIBRARY_NOTE if args.liberty is None else f"{lib.name} ({display_path(lib.path)})"
     summ = isofreq.summary(runs, clocks, configs)
     fo4 = lib.fo4()
-    print(f"library: {note}; {lanes} lanes, stages {','.join(map(str, stages))}\n")
+    print(f"library: {note}; {lanes} lanes, stages {','.join(map(str, stages))}"
+          + (f", interleave {','.join(map(str, interleaves))}" if interleaves != [1] else "")
+          + "\n")
     print(isofreq.format_targets(summ, fo4))
     print("\nfastest clock each configuration meets:")
     print(isofreq.format_fastest(summ))

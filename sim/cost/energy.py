@@ -148,20 +148,26 @@ def stream_vectors(manifest, stream, *, reset=RESET_CYCLES, drain=None):
     :func:`sim.cost.activity.pack_vectors`, ``plan`` with ``start`` (first stream cycle),
     ``in_cycles`` / ``out_cycles`` (harness cycles at whose end the unit transfers).
     """
-    from sim.stimulus import pack_payloads
+    from sim.stimulus import interleave, pack_payloads
 
     unit, residual = manifest["unit"], manifest["parameters"]["residual"]
+    if interleave.is_interleaved(stream):
+        payload = interleave.pack_payloads(manifest, unit, residual, stream)
+        return payload_vectors(manifest, payload, stream["last"], reset=reset, drain=drain,
+                               acc_id=stream["acc_id"])
     payload = pack_payloads(manifest, unit, residual, stream)
     return payload_vectors(manifest, payload, stream["last"], reset=reset, drain=drain)
 
 
-def payload_vectors(manifest, payload, last, *, reset=RESET_CYCLES, drain=None):
+def payload_vectors(manifest, payload, last, *, reset=RESET_CYCLES, drain=None, acc_id=None):
     """:func:`stream_vectors` of an already packed payload (``payload[i]`` the bytes of step
-    or beat i, ``last[i]`` its ``last`` flag)."""
+    or beat i, ``last[i]`` its ``last`` flag, ``acc_id[i]`` its accumulator in a unit with
+    a ring)."""
     from sim.cyclesim import UnitTiming
 
     timing = UnitTiming.from_manifest(manifest)
-    run = timing.run([bool(x) for x in last])
+    run = timing.run([bool(x) for x in last],
+                     acc_id=None if acc_id is None else [int(j) for j in acc_id])
     ins = np.asarray(run.in_cycles, dtype=np.int64)
     outs = np.asarray(run.out_cycles, dtype=np.int64)
     n = len(ins)

@@ -148,8 +148,18 @@ def _cfg(rec):
     return rec["unit"], rec["residual"]
 
 
+def _ways(rec):
+    """The run's interleave (runs recorded before units could interleave have 1)."""
+    return rec.get("interleave") or 1
+
+
+def _stg(rec):
+    """Stages, and the interleave where it is not 1: ``"3"``, ``"3 i4"``."""
+    return f"{rec['stages']}" + (f" i{_ways(rec)}" if _ways(rec) != 1 else "")
+
+
 def _order(rec):
-    return rec["area_um2"], rec["stages"], rec["script"], rec["target_ps"] or 0
+    return rec["area_um2"], rec["stages"], _ways(rec), rec["script"], rec["target_ps"] or 0
 
 
 def best_at(runs, clock_ps):
@@ -209,6 +219,7 @@ def _row(config, kind, clock_ps, rec):
         "module", "stages", "lanes", "accum", "script", "target_ps", "area_um2",
         "seq_area_um2", "leakage_nw", "flip_flops", "critical_ps", "loop_ps",
         "feed_forward_ps", "critical_fo4", "loop_fo4", "feed_forward_fo4", "per_cycle")})
+    row["interleave"] = _ways(rec)
     row.update(throughput(rec, clock_ps))
     return row
 
@@ -306,20 +317,25 @@ def merge(path, key, record):
         save_table(table, path)
 
 
-def plan(runs, configs, stage, script, targets_of, *, exhaustive=False, gate=True):
-    """The ``(config, target)`` pairs to synthesize at ``stage`` with ``script``, given
-    the runs made so far (see the module docstring's pruning; ``targets_of(config)`` lists
-    a configuration's targets; ``gate`` False runs the area script without a delay run
-    before it)."""
+def plan(runs, configs, stage, script, targets_of, *, exhaustive=False, gate=True,
+         interleave=1):
+    """The ``(config, target)`` pairs to synthesize at ``stage`` and ``interleave`` with
+    ``script``, given the runs made so far (see the module docstring's pruning, where a run
+    with no more stages and no more accumulators than these, and fewer of one, counts as
+    fewer stages; ``targets_of(config)`` lists a configuration's targets; ``gate`` False
+    runs the area script without a delay run before it)."""
     todo = []
     for config in configs:
         mine = [r for r in runs if _cfg(r) == tuple(config)]
         for t in targets_of(config):
             if not exhaustive:
-                if any(r["stages"] < stage and r["critical_ps"] <= t for r in mine):
+                if any(r["stages"] <= stage and _ways(r) <= interleave
+                       and (r["stages"], _ways(r)) != (stage, interleave)
+                       and r["critical_ps"] <= t for r in mine):
                     continue
                 if gate and script != "delay" and not any(
-                        r["stages"] == stage and r["script"] == "delay"
+                        r["stages"] == stage and _ways(r) == interleave
+                        and r["script"] == "delay"
                         and r["target_ps"] == t and r["critical_ps"] <= t for r in mine):
                     continue
             todo.append((tuple(config), t))
@@ -358,14 +374,14 @@ def _cells(r):
     throughput."""
     per = r["area_um2"] / r["per_cycle"]
     thr = f"{r['tops']:.3f} TOPS" if "tops" in r else f"{r['gelem_s']:.1f} Gel/s"
-    return [str(r["stages"]), r["script"], f"{r['area_um2']:.0f}", f"{per:.1f}",
+    return [_stg(r), r["script"], f"{r['area_um2']:.0f}", f"{per:.1f}",
             f"{r['critical_ps']:.0f} ({r['critical_fo4']:.0f})",
             f"{r['loop_ps']:.0f} ({r['loop_fo4']:.0f})" if r["loop_ps"] else "-",
             f"{r['feed_forward_ps']:.0f} ({r['feed_forward_fo4']:.0f})",
             f"{r['leakage_nw'] / 1e3:.1f}", thr]
 
 
-_HEAD = ["stg", "script", "µm²", "µm²/MAC", "critical ps (FO4)", "loop ps (FO4)",
+_HEAD = ["stg (iL)", "script", "µm²", "µm²/MAC", "critical ps (FO4)", "loop ps (FO4)",
          "ff ps (FO4)", "leak µW", "throughput"]
 _NOTE = ("µm²/MAC: per MAC/cycle (dot units) or per element/cycle (encoders); critical = "
          "the longest register-to-register path, loop = the accumulator loop's, ff = the "
@@ -388,7 +404,7 @@ def format_targets(summ, fo4_ps):
 def format_fastest(summ):
     """The fastest clock each configuration meets."""
     lines = [[_label(r["unit"], r["residual"]), f"{r['critical_ps']:.0f}",
-              f"{r['clock_mhz']:.0f}", str(r["stages"]), r["script"], f"{r['area_um2']:.0f}",
+              f"{r['clock_mhz']:.0f}", _stg(r), r["script"], f"{r['area_um2']:.0f}",
               f"{r['area_um2'] / r['per_cycle']:.1f}",
               f"{r['loop_ps']:.0f}" if r["loop_ps"] else "-", f"{r['feed_forward_ps']:.0f}"]
              for r in summ["fastest"]]
@@ -450,7 +466,7 @@ def format_liberty_rows(rows, lib_note=""):
         volts = next((e["voltage"] for e in lf.get("energy", {}).values()), volts)
         fo4 = lf["fo4_ps"]
         thr = (f"{lf['tops']:.3f} TOPS" if "tops" in lf else f"{lf['gelem_s']:.1f} Gel/s")
-        lines.append([row["unit"], row["residual"], str(lf["stages"]), f"{lf['area_um2']:.0f}",
+        lines.append([row["unit"], row["residual"], _stg(lf), f"{lf['area_um2']:.0f}",
                       _f(lf.get("model_um2"), ".0f"), f"{lf['area_per_unit']:.1f}",
                       f"{lf['critical_ps']:.0f} ({lf['critical_fo4']:.0f})",
                       f"{lf['loop_ps']:.0f} ({lf['loop_fo4']:.0f})" if lf["loop_ps"] else "-",

@@ -466,7 +466,15 @@ def measure_liberty(verilog_text, manifest, stimuli=("gaussian",), *, lib=None, 
         else:
             stream, _ = en.stimulus_stream(stimulus, unit, residual, steps, seed)
             n = len(stream["first"])
-            expected, _ = expected_words(unit, residual, stream, **manifest_accum(manifest))
+            ways = manifest["parameters"].get("interleave", 1)
+            if ways > 1:        # L output elements at a time, their steps in turn
+                from sim.stimulus import interleave
+                stream = interleave.in_turn(stream, ways)
+                expected, _ = interleave.expected_words(unit, residual, stream,
+                                                        **manifest_accum(manifest))
+            else:
+                expected, _ = expected_words(unit, residual, stream,
+                                             **manifest_accum(manifest))
             values, cycles, plan = en.stream_vectors(manifest, stream)
             checked = int(np.count_nonzero(stream["last"]))
         window = (plan["start"], plan["start"] + plan["span"])

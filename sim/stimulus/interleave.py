@@ -27,7 +27,7 @@ import numpy as np
 
 from hif4spec import ACC_FIELD, acc_id_bits, payload_fields, unit_spec
 
-__all__ = ["chains", "interleave", "single", "is_interleaved", "pack_payloads",
+__all__ = ["chains", "interleave", "single", "in_turn", "is_interleaved", "pack_payloads",
            "expected_words", "step_inputs"]
 
 #: Episode modes of :func:`interleave` and their probabilities: every accumulator takes
@@ -76,6 +76,26 @@ def single(s, L, acc=0):
     s = _first_forced(s)
     n = len(s["first"])
     return _assemble(s, L, np.arange(n), np.full(n, acc, dtype=np.uint8))
+
+
+def in_turn(s, L):
+    """Stream ``s`` with its chains taken ``L`` at a time, chain ``j`` of each group in
+    accumulator ``j`` and the group's steps in turn (accumulators 0, 1, ..., L-1, 0, ...;
+    an accumulator whose chain has ended is passed over): the schedule of an
+    output-stationary array that keeps L output elements per unit, which a unit takes one
+    step per cycle where the chains are as long as one another."""
+    s = _first_forced(s)
+    cuts = chains(s)
+    order, acc_id = [], []
+    for g in range(0, len(cuts), L):
+        group = cuts[g:g + L]
+        for k in range(max(b - a for a, b in group)):
+            for j, (a, b) in enumerate(group):
+                if a + k < b:
+                    order.append(a + k)
+                    acc_id.append(j)
+    return _assemble(s, L, np.asarray(order, dtype=np.intp),
+                     np.asarray(acc_id, dtype=np.uint8))
 
 
 def interleave(s, L, rng):

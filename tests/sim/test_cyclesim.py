@@ -214,3 +214,40 @@ def test_ring_takes_steps_at_their_turn():
         timing.run([True])
     with pytest.raises(ValueError, match="one accumulator of 0..3"):
         timing.run([True], acc_id=[4])
+
+
+def test_array_of_rings_takes_tiles_in_turn():
+    """An array of units with L accumulators computes L tiles at a time, their steps in
+    turn: one array step per cycle as with one accumulator, the same outputs, L - 1 more
+    cycles of latency at the end."""
+    import math
+
+    from sim.cyclesim import UnitTiming, simulate_gemm
+
+    base = [{"kind": "register"}, {"kind": "register"}]
+    one = simulate_gemm("hif4", 8, 256, 8, array=(2, 2),
+                        timing=UnitTiming(base + [{"kind": "accumulator"}]), seed=1)
+    four = simulate_gemm("hif4", 8, 256, 8, array=(2, 2),
+                         timing=UnitTiming(base + [{"kind": "ring", "interleave": 4}]), seed=1)
+    assert four.array_steps == one.array_steps == 16 * 4
+    assert four.bytes_read == one.bytes_read
+    # the first step waits for its turn (2 cycles), the last output comes L - 1 later
+    assert four.cycles == one.cycles + 2 + 3
+    assert four.stall_cycles["backpressure"] == 2
+    assert (four.output == one.output).all()
+    slow = simulate_gemm("hif4", 8, 256, 8, array=(2, 2), bandwidth=40.0,
+                         timing=UnitTiming(base + [{"kind": "ring", "interleave": 4}]),
+                         compute=False)
+    assert slow.cycles > four.cycles and not math.isinf(slow.bandwidth)
+
+
+def test_in_turn_interleaves_chains_l_at_a_time():
+    import numpy as np
+
+    from sim.stimulus import interleave
+
+    first = np.array([1, 0, 0, 1, 0, 0, 1, 0, 0, 1, 0, 1, 0], dtype=bool)
+    s = {"first": first, "last": np.roll(first, -1), "a": None, "w": None, "r": None}
+    t = interleave.in_turn(s, 2)
+    assert t["acc_id"].tolist() == [0, 1] * 3 + [0, 1, 0, 1, 0] + [0, 0]
+    assert t["order"].tolist() == [0, 3, 1, 4, 2, 5, 6, 9, 7, 10, 8, 11, 12]

@@ -352,7 +352,9 @@ def _bad_values(tmp_path):
         "sweep clocks of synth": (["sweep", "synth", "--all", "--clocks", "5ns"],
                                   "applies to sweep isofreq"),
         "sweep interleave": (["sweep", "verify", "--unit", "hif4", "--interleave", "2"],
-                             "unrecognized arguments: --interleave"),
+                             "--interleave applies to sweep isofreq, not verify"),
+        "sweep isofreq interleave 3": (["sweep", "isofreq", "--interleave", "3"],
+                                       "unknown interleave '3'"),
         # simulate
         "simulate no gemm": (["simulate", "--unit", "hif4"], "--gemm"),
         "simulate gemm shape": (["simulate", "--unit", "hif4", "--gemm", "4x64"],
@@ -365,10 +367,10 @@ def _bad_values(tmp_path):
                                   "Unit must be one of"),
         "simulate missing module": (["simulate", "--unit", "hif4", "--residual", "dense",
                                      "--gemm", "4x64x4"], "hif4 generate --unit hif4"),
-        "simulate interleave 2": (["simulate", "--unit", "hif4", "--gemm", "4x64x4",
-                                   "--interleave", "2"], "one accumulator only"),
-        "simulate manifest of an interleaved unit": (["simulate", "--gemm", "4x64x4",
-                                                      "--manifest", ring], "(interleave 2)"),
+        "simulate rtl interleave 2": (["simulate", "--unit", "hif4", "--gemm", "4x64x4",
+                                       "--interleave", "2", "--rtl"], "one accumulator only"),
+        "simulate rtl manifest of an interleaved unit": (
+            ["simulate", "--gemm", "4x64x4", "--manifest", ring, "--rtl"], "(interleave 2)"),
         # rl
         "rl unknown format": (["rl", "--quick", "--formats", "fp4"], "unknown format"),
         "rl seeds": (["rl", "--quick", "--seeds", "a"], "seeds must be"),

@@ -329,3 +329,30 @@ def test_tiny_sweep(tmp_path, capsys):
     assert "0 syntheses done" in out and "pJ/MAC" in out
     (row,) = json.loads(out_json.read_text())["common"]["rows"]
     assert 0 < row["pj_per_mac"] < 10
+
+
+def test_interleave_is_an_axis_beside_the_stages():
+    """Runs of interleaved units (issue 45) compete with the others at each clock, the plan
+    prunes a target met with no more stages and no more accumulators, and the tables say
+    the interleave of a row where it is not 1."""
+    ring = {**_run("hif4", "none", 3, "delay", 2000, 1500, 1900), "interleave": 4}
+    runs = [_run("hif4", "none", 3, "delay", 2000, 1200, 4600), ring]
+    configs = [("hif4", "none")]
+    at = isofreq.best_at(runs, 2000)
+    assert at[("hif4", "none")]["interleave"] == 4
+    assert isofreq.best_at(runs, 5000)[("hif4", "none")]["area_um2"] == 1200
+    summ = isofreq.summary(runs, [2000, 5000], configs)
+    assert [r["interleave"] for r in summ["rows"]] == [4, 1]
+    assert "3 i4" in isofreq.format_targets(summ, 20.0)
+
+    def targets(config):
+        return [2000, 5000]
+
+    # 2000 is met with L = 4 at 3 stages, 5000 with L = 1: neither again with L = 8 or 4
+    # stages, but L = 2 tries what L = 1 did not meet
+    assert isofreq.plan(runs, configs, 3, "delay", targets, interleave=8) == []
+    assert isofreq.plan(runs, configs, 3, "delay", targets, interleave=2) == [
+        (("hif4", "none"), 2000)]
+    assert isofreq.plan([ring], configs, 4, "delay", targets, interleave=4) == []
+    assert isofreq.plan([ring], configs, 3, "delay", targets, interleave=2) == [
+        (("hif4", "none"), 2000), (("hif4", "none"), 5000)]
