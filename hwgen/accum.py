@@ -367,7 +367,7 @@ class ExactAdd(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cut = _cut(m, self._cuts)
-        held = cut(self.acc, "in", "out", "held", reset=True)
+        held = cut(self.acc, "join", "out", "held", reset=True)
         m.submodules.align = align = Align(self._spec, self._cuts)
         m.submodules.round = rnd = Round(self._spec, self._cuts)
         m.d.comb += [align.acc.eq(self.acc), align.zero_acc.eq(self.step.first),
@@ -377,15 +377,15 @@ class ExactAdd(wiring.Component):
         acc_nan = special & (self.acc[:23] != 0)
         if self._cuts is None:
             word = self.word
-        else:
+        else:                   # no step-only blocks: the accumulator joins at the input
             m.d.comb += self.held.eq(held)
-            special = cut(special, "in", "special", "special")
-            acc_nan = cut(acc_nan | self.step.nan, "in", "special", "nan")
+            special = cut(special, "join", "special", "special")
+            acc_nan = cut(acc_nan | self.step.nan, "join", "special", "nan")
             word = Signal(32)
             m.d.comb += self.word.eq(cut(word, "special", "out", "word"))
         # Every value the choice reads reaches its stage here, outside the choice: a cut
         # register made inside a branch would load only when that branch is taken.
-        acc = cut(self.acc, "in", "special", "held")
+        acc = cut(self.acc, "join", "special", "held")
         rounded = cut(rnd.word, "round.rne", "special", "rounded")
         with m.If(self.step.nan | acc_nan if self._cuts is None else acc_nan):
             m.d.comb += word.eq(NAN_WORD)

@@ -57,7 +57,7 @@ from amaranth.lib.wiring import In, Out
 
 from .accum import (NAN_WORD, AccumSpec, TermSpec, _cut, _held_port, accum_layout,
                     leading_zeros, round_to_word)
-from .accum_split import E_BITS, SPLIT_GAP, AccVersusE, SplitSpec, SplitSum
+from .accum_split import E_BITS, SPLIT_BLOCKS, SPLIT_GAP, AccVersusE, SplitSpec, SplitSum
 from .parts import Part, of_term, probe, within
 
 __all__ = ["BoundedSpec", "PreAdd", "JamPair", "Decode", "SwapAlign", "AddSub", "RoundAt",
@@ -198,14 +198,16 @@ class PreAdd(wiring.Component):
     shift is then limited to ``D`` and the sum is wrong.
     """
 
-    def __init__(self, bspec):
+    def __init__(self, bspec, cuts=None):
         self._b = b = bspec
+        self._cuts = cuts
         super().__init__({"step": In(accum_layout(b.accum.terms)),
                           "sig": Out(signed(b.term.sig_bits)), "exp": Out(b.term.exp_bits)})
 
     def elaborate(self, platform):
         m = Module()
         b = self._b
+        cut = _cut(m, self._cuts)
         t1, t2 = b.accum.terms
         D = b.max_exp_diff
         s1, e1 = self.step[f"{t1.name}_sig"], self.step[f"{t1.name}_exp"]
@@ -219,7 +221,11 @@ class PreAdd(wiring.Component):
         width = b.term.sig_bits
         hi, lo = Signal(signed(width)), Signal(signed(width))
         m.d.comb += [hi.eq(Mux(first_hi, s1, s2)), lo.eq(Mux(first_hi, s2, s1))]
-        m.d.comb += [self.sig.eq((hi << shift) + lo), self.exp.eq(Mux(first_hi, e2, e1))]
+        hi, lo, shift = (cut(v, "preadd.cmp", "preadd.sum", n)
+                         for v, n in ((hi, "pre_hi"), (lo, "pre_lo"), (shift, "pre_shift")))
+        m.d.comb += [self.sig.eq(cut((hi << shift) + lo, "preadd.sum", "decode", "pre_sig")),
+                     self.exp.eq(cut(Mux(first_hi, e2, e1), "preadd.cmp", "decode",
+                                     "pre_exp"))]
         return m
 
     def parts(self):
@@ -261,8 +267,9 @@ class JamPair(wiring.Component):
     hi_rep : Out(1)
     """
 
-    def __init__(self, bspec):
+    def __init__(self, bspec, cuts=None):
         self._b = b = bspec
+        self._cuts = cuts
         M, E = b.sig, b.exp_bits
         super().__init__({
             "step": In(accum_layout(b.accum.terms)), "sig": Out(signed(b.term.sig_bits)),
@@ -273,6 +280,7 @@ class JamPair(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         b = self._b
+        cut = _cut(m, self._cuts)
         M, E, w, K = b.sig, b.exp_bits, b.pair_sig, b.pair_window - 1
         dec = []
         for i, t in enumerate(b.accum.terms):
@@ -282,7 +290,8 @@ class JamPair(wiring.Component):
             lz = leading_zeros(m, mag, w, f"lz{i}", tree=True)
             norm, top = Signal(w, name=f"norm{i}"), Signal(signed(E), name=f"top{i}")
             m.d.comb += [norm.eq(mag << lz), top.eq(e - t.bias + (w - 1) - lz)]
-            dec.append((s < 0, norm, top, mag == 0))
+            dec.append(tuple(cut(v, "pair.norm", "pair.swap", f"{n}{i}") for v, n in
+                             ((s < 0, "neg"), (norm, "norm"), (top, "top"), (mag == 0, "zero"))))
         (n0, s0, p0, z0), (n1, s1, p1, z1) = dec
         first_hi = Signal()
         m.d.comb += first_hi.eq(~z0 & (z1 | (p0 >= p1)))
@@ -303,12 +312,22 @@ class JamPair(wiring.Component):
         m.d.comb += wide.eq(Cat(Const(0, K + 1), placed) >> shift)
         lo_j = Signal(K + 1)
         m.d.comb += lo_j.eq(wide[K + 1:] | wide[:K + 1].any())
+        if self._cuts is not None:
+            hi_neg, lo_neg, hi_zero, lo_zero, hi_sig, lo_sig, hi_top, lo_top, lo_j = (
+                cut(v, "pair.swap", "pair.sum", n) for v, n in (
+                    (hi_neg, "hi_neg"), (lo_neg, "lo_neg"), (hi_zero, "hi_zero"),
+                    (lo_zero, "lo_zero"), (hi_sig, "hi_sig"), (lo_sig, "lo_sig"),
+                    (hi_top, "hi_top"), (lo_top, "lo_top"), (lo_j, "lo_j")))
         hi_w = Cat(Const(0, K + 1 - w), hi_sig)
+
+        def out(v, name):
+            return cut(v, "pair.sum", "decode", f"pair_{name}")
         m.d.comb += [
-            self.sig.eq(Mux(hi_neg, -hi_w, hi_w) + Mux(lo_neg, -lo_j, lo_j)),
-            self.exp.eq(Mux(hi_zero, 0, hi_top + b.accum.terms[0].bias)),
-            self.lo_neg.eq(lo_neg), self.lo_sig.eq(Cat(Const(0, M - w), lo_sig)),
-            self.lo_top.eq(lo_top), self.lo_zero.eq(lo_zero),
+            self.sig.eq(out(Mux(hi_neg, -hi_w, hi_w) + Mux(lo_neg, -lo_j, lo_j), "sig")),
+            self.exp.eq(out(Mux(hi_zero, 0, hi_top + b.accum.terms[0].bias), "exp")),
+            self.lo_neg.eq(out(lo_neg, "lo_neg")),
+            self.lo_sig.eq(out(Cat(Const(0, M - w), lo_sig), "lo_sig")),
+            self.lo_top.eq(out(lo_top, "lo_top")), self.lo_zero.eq(out(lo_zero, "lo_zero")),
         ]
         # hi's FP32 word: normal from 2**-126 up, else its bits shifted to 2**-149.
         sig24 = Cat(Const(0, 24 - w), hi_sig)
@@ -318,9 +337,10 @@ class JamPair(wiring.Component):
         m.d.comb += sub.eq(Cat(Const(0, 24), sig24) >> right)
         normal = hi_top >= -126
         m.d.comb += [
-            self.hi_word.eq(Cat(Mux(normal, sig24[:23], sub[24:47]),
-                                Mux(normal, hi_top + 127, 0)[:8], hi_neg)),
-            self.hi_rep.eq(~hi_zero & (hi_top <= 127) & (normal | (sub[:24] == 0))),
+            self.hi_word.eq(out(Cat(Mux(normal, sig24[:23], sub[24:47]),
+                                    Mux(normal, hi_top + 127, 0)[:8], hi_neg), "hi_word")),
+            self.hi_rep.eq(out(~hi_zero & (hi_top <= 127) & (normal | (sub[:24] == 0)),
+                               "hi_rep")),
         ]
         return m
 
@@ -675,18 +695,26 @@ class BoundedAdd(wiring.Component):
         super().__init__({"acc": In(32), "step": In(accum_layout(self._b.accum.terms)),
                           "word": Out(32), **_held_port(cuts)})
 
-    def loop_blocks(self):
-        """``[(block, weight)]`` in datapath order, for :class:`hwgen.ring.Ring`'s cuts:
-        the decode (with the term's pre-add, pair or split ahead of it), the exponent
-        compare and swap, the jamming shift, the add, the leading-zero count, the
-        normalising shift, the rounding and the special cases; weights are their rough
-        logic depths."""
+    def term_blocks(self):
+        """``[(block, weight)]``, datapath order: the work on the step alone ahead of the
+        accumulator's join in :class:`hwgen.ring.Ring` (the pre-add, the pair's normalize,
+        swap and sum, or the split's blocks); weights are rough logic depths."""
         b = self._b
-        ahead = (45 if b.split is not None else 20 if b.pair_window is not None
-                 else 15 if len(b.accum.terms) == 2 else 0)
-        return [("decode", 12 + ahead), ("align.cmp", 10), ("align.shift", 12),
-                ("addsub", 14), ("round.lzc", 10), ("round.norm", 10), ("round.rne", 14),
-                ("special", 3)]
+        if b.split is not None:
+            return [(f"split.{k}", 30) for k in SPLIT_BLOCKS]
+        if b.pair_window is not None:
+            return [("pair.norm", 20), ("pair.swap", 20), ("pair.sum", 18)]
+        if len(b.accum.terms) == 2:
+            return [("preadd.cmp", 12), ("preadd.sum", 22)]
+        return []
+
+    def loop_blocks(self):
+        """``[(block, weight)]``, datapath order: the blocks the accumulator word goes
+        through in :class:`hwgen.ring.Ring` (the decode, the exponent compare and swap, the
+        jamming shift, the add, the leading-zero count, the normalising shift, the rounding
+        and the special cases); weights are rough logic depths."""
+        return [("decode", 12), ("align.cmp", 10), ("align.shift", 12), ("addsub", 14),
+                ("round.lzc", 10), ("round.norm", 10), ("round.rne", 14), ("special", 3)]
 
     @property
     def bspec(self):
@@ -731,31 +759,34 @@ class BoundedAdd(wiring.Component):
         b = self._b
         cuts = self._cuts
         cut = _cut(m, cuts)
-        held = cut(self.acc, "in", "out", "held", reset=True)
+        held = cut(self.acc, "join", "out", "held", reset=True)
+        # the accumulator and the step's flags as the decode stage sees them
+        step_first, step_nan = self.step.first, self.step.nan
+        acc = cut(self.acc, "join", "decode", "held")
+        first = cut(step_first, "in", "decode", "first")
         m.submodules.decode = dec = Decode(b)
         m.submodules.align = sa = SwapAlign(b, cuts)
         m.submodules.addsub = ad = AddSub(b)
         m.submodules.round = rnd = RoundAt(b.window + 1, b.exp_bits, cuts=cuts)
         fields = ("neg", "sig", "top", "zero")
         term = {f: getattr(dec, f"t_{f}") for f in fields}
-        zero_acc = self.step.first
+        zero_acc = first
         if b.pair_window is not None:
             # The accumulator exactly -hi: the sum is lo, which goes in alone.
-            m.submodules.pair = pair = JamPair(b)
+            m.submodules.pair = pair = JamPair(b, cuts)
             m.d.comb += [pair.step.eq(self.step), dec.sig.eq(pair.sig), dec.exp.eq(pair.exp)]
             bypass = Signal()
-            m.d.comb += bypass.eq(pair.hi_rep & ~self.step.first
-                                  & (self.acc == (pair.hi_word ^ (1 << 31))))
+            m.d.comb += bypass.eq(pair.hi_rep & ~first & (acc == (pair.hi_word ^ (1 << 31))))
             term = {f: Mux(bypass, getattr(pair, f"lo_{f}"), v) for f, v in term.items()}
             zero_acc = zero_acc | bypass
         elif b.split is not None:
-            m.submodules.split = sp = SplitSum(b.split)
+            m.submodules.split = sp = SplitSum(b.split, cuts)
             m.submodules.bypass = bp = BypassRound(b.split)
             m.submodules.versus = vs = AccVersusE(b.split)
             m.d.comb += [bp.fn.eq(sp.fn), bp.xe.eq(sp.xe), bp.a_neg.eq(sp.s_neg), bp.q.eq(sp.q)]
             m.d.comb += [sp.step.eq(self.step), dec.sig.eq(sp.p_sig), dec.exp.eq(sp.p_exp)]
             acc_eff = Signal(32)
-            m.d.comb += acc_eff.eq(Mux(self.step.first, 0, self.acc))
+            m.d.comb += acc_eff.eq(Mux(first, 0, acc))
             m.d.comb += [vs.acc.eq(acc_eff), vs.q.eq(sp.q)]
             for f in ("e_neg", "e_zero", "e_top", "e_sig", "e_sticky"):
                 m.d.comb += [getattr(vs, f).eq(getattr(sp, f)), getattr(bp, f).eq(getattr(sp, f))]
@@ -773,13 +804,13 @@ class BoundedAdd(wiring.Component):
             use_split = Signal()
             m.d.comb += use_split.eq(~sp.zero & (is_a | vs.small))
         elif len(b.accum.terms) == 2:
-            m.submodules.preadd = pre = PreAdd(b)
+            m.submodules.preadd = pre = PreAdd(b, cuts)
             m.d.comb += [pre.step.eq(self.step), dec.sig.eq(pre.sig), dec.exp.eq(pre.exp)]
         else:
             t = b.term
-            m.d.comb += [dec.sig.eq(self.step[f"{t.name}_sig"]),
-                         dec.exp.eq(self.step[f"{t.name}_exp"])]
-        m.d.comb += [dec.acc.eq(self.acc), dec.zero_acc.eq(zero_acc)]
+            m.d.comb += [dec.sig.eq(cut(self.step[f"{t.name}_sig"], "in", "decode", "sig")),
+                         dec.exp.eq(cut(self.step[f"{t.name}_exp"], "in", "decode", "exp"))]
+        m.d.comb += [dec.acc.eq(acc), dec.zero_acc.eq(zero_acc)]
         for f in fields:
             m.d.comb += getattr(sa, f"a_{f}").eq(cut(getattr(dec, f"a_{f}"), "decode",
                                                      "align.cmp", f"a_{f}"))
@@ -792,15 +823,17 @@ class BoundedAdd(wiring.Component):
                      rnd.mag.eq(cut(ad.mag, "addsub", "round.lzc", "mag")),
                      rnd.neg.eq(cut(ad.neg, "addsub", "round.lzc", "neg")),
                      rnd.base.eq(cut(sa.base, "align.shift", "round.lzc", "base"))]
-        special = ~self.step.first & (self.acc[23:31] == 255)
-        acc_nan = special & (self.acc[:23] != 0)
         if cuts is None:
+            special = ~self.step.first & (self.acc[23:31] == 255)
+            acc_nan = special & (self.acc[:23] != 0)
             word = self.word
             nan = self.step.nan | acc_nan
         else:
             m.d.comb += self.held.eq(held)
-            special = cut(special, "in", "special", "special")
-            nan = cut(self.step.nan | acc_nan, "in", "special", "nan")
+            acc_s = cut(self.acc, "join", "special", "held")
+            special = (~cut(step_first, "in", "special", "first")
+                       & (acc_s[23:31] == 255))
+            nan = cut(step_nan, "in", "special", "nan") | (special & (acc_s[:23] != 0))
             if b.split is not None:
                 use_split = cut(use_split, "decode", "special", "use_split")
                 split_word = cut(split_word, "decode", "special", "split_word")
@@ -808,7 +841,7 @@ class BoundedAdd(wiring.Component):
             m.d.comb += self.word.eq(cut(word, "special", "out", "word"))
         # Every value the choice reads reaches its stage here, outside the choice: a cut
         # register made inside a branch would load only when that branch is taken.
-        acc = cut(self.acc, "in", "special", "held")
+        acc = cut(self.acc, "join", "special", "held")
         rounded = cut(rnd.word, "round.rne", "special", "rounded")
         with m.If(nan):
             m.d.comb += word.eq(NAN_WORD)

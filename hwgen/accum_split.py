@@ -41,16 +41,19 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .accum import accum_layout, leading_zeros
+from .accum import _cut, accum_layout, leading_zeros
 from .parts import Part, probe, within
 
-__all__ = ["SPLIT_GAP", "SplitSpec", "SortTerms", "ClusterSums", "PickClusters", "Frame",
+__all__ = ["SPLIT_GAP", "SPLIT_BLOCKS", "SplitSpec", "SortTerms", "ClusterSums", "PickClusters", "Frame",
            "Nearest", "Residue", "LoopTerm", "SplitSum", "AccVersusE"]
 
 #: Least number of empty places between a cluster's lowest bit and the next term's leading
 #: one that keeps that term out of the cluster: the sum of everything below a cluster is
 #: then under ``2**-27`` of the cluster's lowest unit (``docs/accumulator.md``).
 SPLIT_GAP = 29
+#: The blocks of :class:`SplitSum`, in datapath order (an interleaved unit's ring may put
+#: registers between them, :class:`hwgen.ring.LoopCuts`).
+SPLIT_BLOCKS = ("sort", "clusters", "pick", "frame", "nearest", "residue", "term")
 #: Bits of ``E`` below its leading one's place that the loop and the bypass read.
 E_BITS = 27
 #: How far below its normal place (``2**q`` at a fixed bit) :class:`Frame` keeps a
@@ -666,8 +669,9 @@ class SplitSum(wiring.Component):
         ``E``, for the loop's compare of ``acc + E`` with 0.
     """
 
-    def __init__(self, sspec):
+    def __init__(self, sspec, cuts=None):
         self._s = sspec
+        self._cuts = cuts
         sp = sspec
         E = sp.exp_bits
         super().__init__({
@@ -688,36 +692,53 @@ class SplitSum(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         sp = self._s
+        cut = _cut(m, self._cuts)
         b = self.blocks()
         for name, blk in b.items():
             m.submodules[name] = blk
-        srt, cs, pk, fr, nr, rs, lt = (b[k] for k in ("sort", "clusters", "pick", "frame",
-                                                      "nearest", "residue", "term"))
+        srt, cs, pk, fr, nr, rs, lt = (b[k] for k in SPLIT_BLOCKS)
+
+        def link(dst, dst_block, src, src_block, fields):
+            """``dst.f = src.f`` for ``fields``, through the cuts between the blocks."""
+            for f in fields:
+                m.d.comb += getattr(dst, f).eq(cut(getattr(src, f), f"split.{src_block}",
+                                                   f"split.{dst_block}", f"split_{f}"))
+
         m.d.comb += srt.step.eq(self.step)
         for k in range(sp.n):
-            for f in ("neg", "mag", "top", "zero"):
-                m.d.comb += getattr(cs, f"{f}_{k}").eq(getattr(srt, f"{f}_{k}"))
-            for f in ("sum", "start", "nz"):
-                m.d.comb += getattr(pk, f"{f}_{k}").eq(getattr(cs, f"{f}_{k}"))
-            m.d.comb += getattr(pk, f"top_{k}").eq(getattr(srt, f"top_{k}"))
-        for f in ("a_neg", "a_mag", "a_top", "b_any", "b_neg"):
-            m.d.comb += getattr(fr, f).eq(getattr(pk, f))
-        m.d.comb += [nr.frame.eq(fr.frame), nr.q.eq(fr.q), nr.below.eq(fr.below),
-                     nr.a_neg.eq(pk.a_neg)]
-        for f in ("ea_mag", "ea_neg", "ea_zero"):
-            m.d.comb += getattr(rs, f).eq(getattr(nr, f))
-        for f in ("b_any", "b_neg", "b_mag", "b_top", "c_any", "c_neg", "a_neg"):
-            m.d.comb += getattr(rs, f).eq(getattr(pk, f))
-        m.d.comb += [rs.q.eq(fr.q), rs.below.eq(fr.below)]
-        m.d.comb += [lt.fn.eq(nr.fn), lt.a_neg.eq(pk.a_neg), lt.q.eq(fr.q),
-                     self.fn.eq(nr.fn), self.xe.eq(nr.xe)]
+            link(cs, "clusters", srt, "sort", [f"{f}_{k}" for f in ("neg", "mag", "top", "zero")])
+            link(pk, "pick", cs, "clusters", [f"{f}_{k}" for f in ("sum", "start", "nz")])
+            link(pk, "pick", srt, "sort", [f"top_{k}"])
+        link(fr, "frame", pk, "pick", ("a_neg", "a_mag", "a_top", "b_any", "b_neg"))
+        link(nr, "nearest", fr, "frame", ("frame", "q", "below"))
+        link(nr, "nearest", pk, "pick", ("a_neg",))
+        link(rs, "residue", nr, "nearest", ("ea_mag", "ea_neg", "ea_zero"))
+        link(rs, "residue", pk, "pick", ("b_any", "b_neg", "b_mag", "b_top", "c_any", "c_neg",
+                                         "a_neg"))
+        link(rs, "residue", fr, "frame", ("q", "below"))
+        def out(v, block, name):
+            """A value of block ``block`` where the adder's decode reads the outputs."""
+            return cut(v, f"split.{block}", "decode", f"split_out_{name}")
+        link(lt, "term", nr, "nearest", ("fn",))
+        link(lt, "term", pk, "pick", ("a_neg",))
+        link(lt, "term", fr, "frame", ("q",))
+        m.d.comb += [self.fn.eq(out(nr.fn, "nearest", "fn")),
+                     self.xe.eq(out(nr.xe, "nearest", "xe"))]
         for f in ("e_neg", "e_zero", "e_top", "e_sig", "e_sticky"):
-            m.d.comb += [getattr(lt, f).eq(getattr(rs, f)), getattr(self, f).eq(getattr(rs, f))]
-        m.d.comb += [self.zero.eq(pk.zero), self.p_sig.eq(Mux(pk.zero, 0, lt.p_sig)),
-                     self.p_exp.eq(lt.p_exp), self.a_word.eq(nr.a_word),
-                     self.a_valid.eq(nr.a_valid & ~pk.zero),
-                     self.q.eq(fr.q), self.w_base.eq(nr.w_base), self.w_up.eq(nr.w_up),
-                     self.mid.eq(nr.mid), self.s_neg.eq(pk.a_neg)]
+            link(lt, "term", rs, "residue", (f,))
+            m.d.comb += getattr(self, f).eq(out(getattr(rs, f), "residue", f))
+        zero = out(pk.zero, "pick", "zero")
+        p_zero = cut(pk.zero, "split.pick", "split.term", "split_p_zero")
+        m.d.comb += [self.zero.eq(zero),
+                     self.p_sig.eq(out(Mux(p_zero, 0, lt.p_sig), "term", "p_sig")),
+                     self.p_exp.eq(out(lt.p_exp, "term", "p_exp")),
+                     self.a_word.eq(out(nr.a_word, "nearest", "a_word")),
+                     self.a_valid.eq(out(nr.a_valid, "nearest", "a_valid") & ~zero),
+                     self.q.eq(out(fr.q, "frame", "q")),
+                     self.w_base.eq(out(nr.w_base, "nearest", "w_base")),
+                     self.w_up.eq(out(nr.w_up, "nearest", "w_up")),
+                     self.mid.eq(out(nr.mid, "nearest", "mid")),
+                     self.s_neg.eq(out(pk.a_neg, "pick", "s_neg"))]
         return m
 
     def parts(self):

@@ -10,19 +10,22 @@ words travel round the ring they form, one per stage, so that a step for accumul
 ``j`` meets ``j``'s word at the ring's entrance and its new word comes back there L cycles
 later. The generator places the registers; the synthesis tool does not retime them.
 
-Timing (kind ``"ring"``, ``interleave`` = L): a turn counter ``t`` (0 after reset) names
-the accumulator whose word is at the entrance. The ring *moves* on every rising edge
-except when ``o.valid & ~o.ready``; every move advances ``t`` by one modulo L and every
-stage register by one place. ``i.ready = moves & (i.payload.acc_id == t)``: a step waits
-(``i.ready`` low) until its accumulator's turn. A step transferred at turn ``t`` enters
-accumulator ``t``'s add; L moves later the ring's exit register holds
+Where the adder works on the step alone first (the bounded back end's pre-add, pair or
+split: ``term_blocks()``), those blocks take P stages of their own ahead of the ring
+(:func:`place`), so the step enters P cycles before its accumulator's word joins it.
+
+Timing (kind ``"ring"``, ``interleave`` = L, ``prep`` = P): a turn counter ``t`` (P mod L
+after reset) names the accumulator whose step may enter. The ring *moves* on every rising
+edge except when ``o.valid & ~o.ready``; every move advances ``t`` by one modulo L and
+every stage register by one place. ``i.ready = moves & (i.payload.acc_id == t)``: a step
+waits (``i.ready`` low) until its accumulator's turn. A step transferred at turn ``t``
+enters accumulator ``t``'s add; P + L moves later the exit register holds
 ``RNE_FP32(acc_t + step)`` (with the ``first``/NaN/Inf rules of
 :class:`hwgen.accum.ExactAdd`) and ``o.valid`` is high if that step was a ``last`` step;
 an accumulator without a step in that turn keeps its word. ``o.payload`` is the exit
-register, the word of accumulator ``t``. So outputs come in the order of their ``last``
-steps' transfers, at least L cycles after them (L exactly when the output is ready), and
-steps naming the accumulators in turn (0, 1, ..., L-1, 0, ...) are taken one per cycle.
-After reset every accumulator holds +0.
+register. So outputs come in the order of their ``last`` steps' transfers, at least
+P + L cycles after them (exactly when the output is ready), and steps naming the
+accumulators in turn are taken one per cycle. After reset every accumulator holds +0.
 
 Components: :class:`LoopCuts` (the stage registers inside an adder), :func:`partition`
 (which adder block goes to which stage) and :class:`Ring` (the stream stage).
@@ -41,13 +44,13 @@ __all__ = ["LoopCuts", "partition", "ring_layout", "Ring", "RING_RULES"]
 
 #: The ring's timing, as the manifest's ``timing.rules`` states it.
 RING_RULES = (
-    "ring(L): L accumulators; a turn counter t (reset 0); the ring moves on every edge "
-    "unless o.valid & !o.ready, and each move advances t by 1 mod L; "
+    "ring(L, P = prep): L accumulators; a turn counter t (reset P mod L); the ring moves on "
+    "every edge unless o.valid & !o.ready, and each move advances t by 1 mod L; "
     "i.ready = moves & (acc_id == t); a step transferred at turn t is added to accumulator "
     "t (RNE_FP32(acc + step), first/NaN/Inf as the accumulator) and the result reaches the "
-    "exit register L moves later, with o.valid <= last of that step (an accumulator with no "
-    "step in its turn keeps its word and o.valid <= 0); o.payload is the exit register; "
-    "every accumulator is +0 after reset."
+    "exit register P + L moves later, with o.valid <= last of that step (a move whose step "
+    "slot is empty gives o.valid <= 0, the accumulators keep their words); o.payload is "
+    "the exit register; every accumulator is +0 after reset."
 )
 
 
@@ -59,10 +62,13 @@ class LoopCuts:
     Parameters
     ----------
     stage_of : dict
-        Block name -> stage (0 .. L-1); ``"in"`` (the adder's inputs) is stage 0 and
-        ``"out"`` (its outputs) stage L-1 whatever the dict says.
+        Block name -> stage; ``"in"`` (the step input) is stage 0, ``"join"`` (the
+        accumulator input) stage ``join`` and ``"out"`` (the outputs) stage
+        ``join + stages - 1``, whatever the dict says.
     stages : int
-        L.
+        L: the stages from the accumulator's join to the outputs.
+    join : int
+        P: the stages ahead of the join, where only the step is worked on.
 
     Attributes
     ----------
@@ -72,9 +78,9 @@ class LoopCuts:
         Every register :meth:`move` made (for ``parts()``).
     """
 
-    def __init__(self, stage_of, stages):
-        self._stage = {**stage_of, "in": 0, "out": stages - 1}
-        self.stages = stages
+    def __init__(self, stage_of, stages, join=0):
+        self._stage = {**stage_of, "in": 0, "join": join, "out": join + stages - 1}
+        self.stages, self.join = stages, join
         self.enable = Signal(name="ring_move")
         self.registers = []
         self._made = {}
@@ -146,6 +152,31 @@ def partition(blocks, stages):
     return {b: stage_of[b] for b in names}
 
 
+def place(add, interleave, cuts_class=None):
+    """:class:`LoopCuts` for adder ``add`` in a ring of ``interleave`` accumulators: its
+    ``loop_blocks()`` (the blocks the accumulator word goes through) over L stages
+    (:func:`partition`), and its ``term_blocks()`` (work on the step alone, ahead of the
+    accumulator's join; none where the adder has no such method) over as few stages P
+    ahead of them as keep each no heavier than the heaviest loop stage. ``cuts_class``
+    replaces :class:`LoopCuts` (a subclass)."""
+    loop = add.loop_blocks()
+    term = getattr(add, "term_blocks", lambda: [])()
+    stage_of = partition(loop, interleave)
+    heaviest = max(sum(w for b, w in loop if stage_of[b] == s) for s in range(interleave))
+    P = 0
+    if term:
+        while True:
+            P += 1
+            ahead = partition(term, P)
+            if P >= len(term) or max(sum(w for b, w in term if ahead[b] == s)
+                                     for s in range(P)) <= heaviest:
+                break
+    out = {b: s + P for b, s in stage_of.items()}
+    if term:
+        out.update(ahead)
+    return (cuts_class or LoopCuts)(out, interleave, P)
+
+
 def ring_layout(terms, interleave):
     """The input payload of a :class:`Ring`: :func:`hwgen.accum.accum_layout` of ``terms``
     with :data:`hif4spec.ACC_FIELD` last (the adders take the low bits, the step)."""
@@ -190,17 +221,23 @@ class Ring(wiring.Component):
     interleave = property(lambda self: self._l)
 
     def cuts(self):
-        """A fresh :class:`LoopCuts` placing the adder's blocks over the L stages."""
-        blocks = probe(self._make_add(None)).loop_blocks()
-        return LoopCuts(partition(blocks, self._l), self._l)
+        """A fresh :class:`LoopCuts` placing the adder's blocks (:func:`place`)."""
+        return place(probe(self._make_add(None)), self._l)
+
+    @property
+    def prep(self):
+        """P: the stages ahead of the accumulator's join."""
+        return self.cuts().join
 
     def describe(self):
-        """The adder's description, ``interleave`` and each stage's blocks."""
+        """The adder's description, ``interleave``, ``prep`` (P) and each stage's blocks:
+        ``prep_stages`` (P lists) and ``loop_stages`` (L lists)."""
         add = probe(self._make_add(None))
-        stage_of = partition(add.loop_blocks(), self._l)
-        stages = [[b for b, _ in add.loop_blocks() if stage_of[b] == s]
-                  for s in range(self._l)]
-        return {**add.describe(), "interleave": self._l, "loop_stages": stages}
+        cuts = self.cuts()
+        blocks = [b for b, _ in getattr(add, "term_blocks", lambda: [])() + add.loop_blocks()]
+        at = [[b for b in blocks if cuts.stage(b) == s] for s in range(cuts.join + self._l)]
+        return {**add.describe(), "interleave": self._l, "prep": cuts.join,
+                "prep_stages": at[:cuts.join], "loop_stages": at[cuts.join:]}
 
     def elaborate(self, platform):
         m = Module()
@@ -208,7 +245,7 @@ class Ring(wiring.Component):
         cuts = self.cuts()
         m.submodules.add = add = self._make_add(cuts)
         move = Signal()
-        turn = Signal(range(L))
+        turn = Signal(range(L), init=cuts.join % L)
         word = Signal(32)                  # the exit register: accumulator `turn`'s word
         pending = Signal()                 # its o.valid
         take = Signal()

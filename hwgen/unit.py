@@ -191,10 +191,12 @@ class DotUnit(Unit):
     @property
     def latency(self):
         """Rising edges from the input transfer of a ``last`` step to ``o.valid``; an
-        interleaved unit's ring adds ``interleave - 1`` (the least: a step may wait for
-        its accumulator's turn)."""
+        interleaved unit's ring adds ``interleave - 1`` and its stages ahead of the
+        accumulator's join, ``prep`` (the least: a step may wait for its turn)."""
         base = self._stages if self._stages <= 3 else self._stages - 1 + self.ii
-        return base + self._interleave - 1
+        if self._interleave == 1:
+            return base
+        return base + self._interleave - 1 + probe(self._accumulator()).prep
 
     @property
     def structure(self):

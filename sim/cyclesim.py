@@ -20,13 +20,13 @@ listed, in order, in its manifest's ``timing.pipeline``. Their cycle behaviour i
 ``accumulator``
     A register whose ``o.valid`` becomes the step's ``last`` flag: a step without ``last``
     leaves no output and frees the stage at the next cycle.
-``ring`` (``interleave`` = L, :mod:`hwgen.ring`)
+``ring`` (``interleave`` = L, ``prep`` = P, :mod:`hwgen.ring`)
     L accumulators in a ring that moves on every cycle except those where ``o.valid`` is
     high and ``o.ready`` low. The m-th move (counting from 0 after reset) has turn
-    ``m mod L``; a step naming accumulator ``j`` is taken at the first moving cycle, from
-    the cycle it reaches the ring, whose turn is ``j``; a ``last`` step taken at the move
-    of turn count m raises ``o.valid`` in the cycle after move m + L - 1, and ``o.valid``
-    holds (the ring still) until ``o.ready``.
+    ``(m + P) mod L``; a step naming accumulator ``j`` is taken at the first moving cycle,
+    from the cycle it reaches the ring, whose turn is ``j``; a ``last`` step taken at move
+    m raises ``o.valid`` in the cycle after move m + P + L - 1, and ``o.valid`` holds (the
+    ring still) until ``o.ready``.
 
 The model never steps cycle by cycle. It computes, step by step, the cycle at which each
 step crosses every register boundary (a max-plus recurrence): the chain is cut at its
@@ -128,7 +128,7 @@ class UnitTiming:
         offset = 0
         seen_acc = False
         self.beats, self.deser_seg = 1, None
-        self.interleave = 1
+        self.interleave, self.prep = 1, 0
         for stage in pipeline:
             kind = stage.get("kind")
             if seen_acc and self.interleave > 1:
@@ -139,6 +139,7 @@ class UnitTiming:
                     raise ValueError(f"A ring interleaves 2 or more accumulators, not "
                                      f"{ways!r}")
                 self.interleave = ways
+                self.prep = int(stage.get("prep", 0))
                 kind = "accumulator"
             if kind not in _KINDS:
                 raise ValueError(f"Stage kind must be one of {', '.join(_KINDS)}, "
@@ -207,7 +208,8 @@ class UnitTiming:
         offs = self.seg_offsets
         if not offs:
             return 0
-        return sum(1 + o for o in offs[1:]) + 1 + self.out_offset + self.interleave - 1
+        return (sum(1 + o for o in offs[1:]) + 1 + self.out_offset
+                + (self.interleave - 1 + self.prep if self.interleave > 1 else 0))
 
     def run(self, last, stimulus=None, *, fast=True, acc_id=None):
         """Input and output transfer cycles for a step stream.
@@ -313,7 +315,7 @@ def _ring_run(timing, last, stim, acc_id):
     """:meth:`UnitTiming.run` of a unit ending in a ring (module docstring, ``ring``)."""
     from bisect import bisect_right
 
-    L = timing.interleave
+    L, P = timing.interleave, timing.prep
     if len(acc_id) != len(last) or any(not 0 <= int(j) < L for j in acc_id):
         raise ValueError(f"acc_id needs one accumulator of 0..{L - 1} per step")
     offs = timing.seg_offsets
@@ -364,7 +366,7 @@ def _ring_run(timing, last, stim, acc_id):
                 if end is not None:
                     t = end
                 m = moves_before(t)
-                t = cycle_of_move(m + (int(acc_id[i]) - m) % L)
+                t = cycle_of_move(m + (int(acc_id[i]) - m - P) % L)
             xs.append(t)
             t = t + 1
         in_cycles[i] = prev_in = xs[0]
@@ -373,7 +375,7 @@ def _ring_run(timing, last, stim, acc_id):
         x = xs[-1]
         leave[-1] = x + 1
         if last[i]:
-            vo = cycle_of_move(moves_before(x) + L - 1) + 1 + timing.out_offset
+            vo = cycle_of_move(moves_before(x) + P + L - 1) + 1 + timing.out_offset
             o = stim.next_ready(k, vo)
             out_cycles.append(o)
             if o > vo:

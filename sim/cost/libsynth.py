@@ -226,14 +226,15 @@ def synthesize_liberty(text, top=None, *, manifest=None, liberty=None, lib=None,
 
 def loop_modules(manifest):
     """The Verilog modules whose flip-flops are a unit's accumulator loop: the manifest's
-    ``accumulator`` stages (``<module>.<stage>``, submodules included); ``()`` for a unit
+    ``accumulator`` and ``ring`` stages (``<module>.<stage>``, submodules included; a
+    ring's loop: the paths between its register stages); ``()`` for a unit
     without one (an encoder: a feed-forward pipeline, whose only feedback is the stall
     hold of its registers); None without a manifest (then :func:`sim.cost.sta.analyze`
     takes the flip-flops on a feedback cycle)."""
     if not manifest:
         return None
     stages = [st["stage"] for st in manifest.get("timing", {}).get("pipeline", ())
-              if st.get("kind") == "accumulator"]
+              if st.get("kind") in ("accumulator", "ring")]
     return tuple(f"{manifest['module']}.{st}" for st in stages)
 
 

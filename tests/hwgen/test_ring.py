@@ -91,11 +91,15 @@ def test_manifest_of_an_interleaved_unit(unit, residual, accum):
     assert "interleave" not in manifest(one)["parameters"]
     assert man["payload"][ACC_FIELD]["width"] == 2
     assert man["payload"]["first"]["offset"] == man["payload"][ACC_FIELD]["offset"] + 2
-    assert man["latency"] == one.latency + 3
     ring = man["timing"]["pipeline"][-1]
+    assert man["latency"] == one.latency + 3 + ring["prep"]
     assert ring["kind"] == "ring" and ring["interleave"] == 4
     assert len(ring["loop_stages"]) == 4 and all(ring["loop_stages"])
-    assert "ring(L)" in man["timing"]["rules"]
+    assert len(ring["prep_stages"]) == ring["prep"] and all(ring["prep_stages"])
+    # the step-only work (MXFP4 2:4's split) goes ahead of the join, not into the loop;
+    # the full window has none
+    assert ring["prep"] == 0 if accum == "window" else ring["prep"] > 0
+    assert "ring(L, P = prep)" in man["timing"]["rules"]
     # the cut registers and the ring's own are in the structure, beside the adder's parts
     cut_bits = sum(e["params"][0] * e["count"] for e in man["structure"]
                    if e["block"] == "accum.cuts")
@@ -104,13 +108,18 @@ def test_manifest_of_an_interleaved_unit(unit, residual, accum):
     assert {"family": "reg", "params": [35], "count": 1}.items() <= ring_reg[0].items()
 
 
-def test_ring_stages_match_the_adders_blocks():
-    """Each stage of the ring holds at least one adder block while the adder has as many
-    blocks as stages; the blocks stay in datapath order."""
-    for accum in ("window", "bounded"):
-        unit = probe(build_unit("hif4", accum=accum, interleave=8))
-        ring = probe(unit._accumulator())
-        blocks = [b for b, _ in probe(ring._make_add(None)).loop_blocks()]
-        stages = ring.describe()["loop_stages"]
-        assert [b for s in stages for b in s] == blocks
-        assert sum(1 for s in stages if s) == min(8, len(blocks))
+@pytest.mark.parametrize("unit,residual,accum", [("hif4", "none", "window"),
+                                                 ("hif4", "none", "bounded"),
+                                                 ("hif4", "2:4", "bounded"),
+                                                 ("mxfp4", "none", "bounded")])
+def test_ring_stages_match_the_adders_blocks(unit, residual, accum):
+    """The loop's blocks fill the L stages (one each at L = 8, where the adder has eight),
+    the step-only blocks the P stages ahead, all in datapath order."""
+    built = probe(build_unit(unit, residual=residual, accum=accum, interleave=8))
+    ring = probe(built._accumulator())
+    add = probe(ring._make_add(None))
+    d = ring.describe()
+    assert [b for s in d["loop_stages"] for b in s] == [b for b, _ in add.loop_blocks()]
+    term = [b for b, _ in getattr(add, "term_blocks", lambda: [])()]
+    assert [b for s in d["prep_stages"] for b in s] == term
+    assert sum(1 for s in d["loop_stages"] if s) == min(8, len(add.loop_blocks()))
