@@ -34,8 +34,8 @@ ADDERS = [("hif4", "none", "window"), ("hif4", "none", "bounded"),
 
 def _make_add(unit, residual, accum, interleave):
     """The ring's adder factory of the unit (``make_add(cuts)``)."""
-    return build_unit(unit, residual=residual, accum=accum,
-                      interleave=interleave)._accumulator()._make_add
+    built = probe(build_unit(unit, residual=residual, accum=accum, interleave=interleave))
+    return probe(built._accumulator())._make_add
 
 
 class DropOne(LoopCuts):
