@@ -44,8 +44,8 @@ from amaranth.lib.wiring import In, Out
 from .accum import _cut, accum_layout, leading_zeros
 from .parts import Part, probe, within
 
-__all__ = ["SPLIT_GAP", "SPLIT_BLOCKS", "SplitSpec", "SortTerms", "ClusterSums", "PickClusters", "Frame",
-           "Nearest", "Residue", "LoopTerm", "SplitSum", "AccVersusE"]
+__all__ = ["SPLIT_GAP", "SPLIT_BLOCKS", "SplitSpec", "SortTerms", "ClusterSums",
+           "PickClusters", "Frame", "Nearest", "Residue", "LoopTerm", "SplitSum", "AccVersusE"]
 
 #: Least number of empty places between a cluster's lowest bit and the next term's leading
 #: one that keeps that term out of the cluster: the sum of everything below a cluster is
