@@ -34,9 +34,10 @@ Keys (sorted, 2-space indent, trailing newline; deterministic):
                   "deserializer" | "accumulator" | "ring", ...}`` with the exact per-kind
                   rules in ``rules`` (the text of ``hwgen.stream``'s and ``hwgen.ring``'s
                   timing sections; the ring's only in an interleaved unit's). A ``ring``
-                  stage also lists ``interleave`` and ``loop_stages``, the adder's blocks in
-                  each of its L register stages. A cycle model that simulates this chain reproduces the unit's
-                  handshakes exactly.
+                  stage also lists ``interleave`` (L), ``prep`` (P) and the adder's blocks
+                  in each of its stages: ``prep_stages`` (P, ahead of the accumulator's
+                  join) and ``loop_stages`` (L). A cycle model that simulates this chain
+                  reproduces the unit's handshakes exactly.
 ``structure``     what the unit is built from, the area model's one input
                   (:mod:`sim.area_model`): ``[{"block", "family", "params", "count"}]``,
                   ``count`` copies of primitive ``family(params)`` (the families of
