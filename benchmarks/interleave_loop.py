@@ -22,6 +22,7 @@ from pathlib import Path
 
 from hif4spec import EXACT_ACCUMS, INTERLEAVES, module_name, resolve, unit_spec
 from sim.bench.runner import REPO, generate_cached
+from sim.cli._util import CLIError, check_output_file
 from sim.cost.depth import stage_depths
 
 UNITS = ("hif4", "mxfp4", "nvfp4")
@@ -56,7 +57,8 @@ def main(argv=None):
             unit_spec(u)
         if any(w not in INTERLEAVES for w in ways):
             raise ValueError(f"--interleave takes values of {INTERLEAVES}")
-    except ValueError as exc:
+        out_json = check_output_file(args.json, "--json") if args.json else None
+    except (ValueError, CLIError) as exc:
         print(f"interleave_loop: {exc}", file=sys.stderr)
         return 2
     if 1 not in ways:
@@ -84,8 +86,8 @@ def main(argv=None):
                     print(f"| {r['module']} | {L} | {r['loop']} | "
                           f"{r['loop'] / base['loop']:.2f} | {r['in']} | {r['nand2']:,.0f} | "
                           f"{r['nand2'] / base['nand2']:.2f} |", flush=True)
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+    if out_json:
+        out_json.write_text(json.dumps(rows, indent=1) + "\n")
     return 0
 
 

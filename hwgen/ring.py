@@ -106,12 +106,8 @@ class LoopCuts:
         for k in range(a, b):
             key = (id(value), k + 1)
             if key not in self._made:
-                shape = out.shape() if hasattr(out, "shape") else Shape.cast(len(out))
-                if isinstance(shape, data.Layout):
-                    reg = Signal(shape, name=f"{name}_s{k + 1}", reset_less=not reset)
-                else:
-                    reg = Signal(Shape.cast(shape), name=f"{name}_s{k + 1}",
-                                 reset_less=not reset)
+                shape = out.shape() if hasattr(out, "shape") else len(out)
+                reg = Signal(shape, name=f"{name}_s{k + 1}", reset_less=not reset)
                 with m.If(self.enable):
                     m.d.sync += reg.eq(out)
                 self._made[key] = (reg, value)
