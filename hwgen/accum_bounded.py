@@ -61,12 +61,15 @@ from .accum_split import E_BITS, SPLIT_BLOCKS, SPLIT_GAP, AccVersusE, SplitSpec,
 from .parts import Part, of_term, probe, within
 
 __all__ = ["BoundedSpec", "PreAdd", "JamPair", "Decode", "SwapAlign", "AddSub", "RoundAt",
-           "BypassRound", "BoundedAdd", "PAIR_WINDOW"]
+           "BypassRound", "BoundedAdd", "PAIR_WINDOW", "WIDE"]
 
 #: ``K + 1``: bits of the pair window (:class:`JamPair`), the higher term's leading one at
 #: bit ``K``. The least width for which jamming the lower term is exact
 #: (``docs/accumulator.md``; one bit fewer fails ``tests/hwgen/test_accum_bounded.py``).
 PAIR_WINDOW = 51
+#: Name of a *wide* term (:class:`BoundedSpec`): one that goes to the loop alone, in place
+#: of the pre-added or paired two, on the steps where those two are zero.
+WIDE = "wide"
 
 
 def _signed_bits(lo, hi):
@@ -83,7 +86,11 @@ class BoundedSpec:
         One term, or two with the same exponent field width and bias: pre-added exactly
         when their exponent fields never differ by more than ``max_exp_diff``, else paired
         (:class:`JamPair`; at most 24 significand bits each); or three or four independent
-        ones, split (:mod:`hwgen.accum_split`; at most 24 significand bits each).
+        ones, split (:mod:`hwgen.accum_split`; at most 24 significand bits each). Two
+        pre-added or paired terms may be followed by a term named :data:`WIDE` (any
+        width, bias and field): the loop adds it alone where the two are zero, and a step
+        where they are not must have it zero (a multi-format unit's format whose one term
+        is too wide to pair, :mod:`hwgen.multi`).
     max_exp_diff : int, optional
         For two terms: the bound ``D`` the front end guarantees (HiF4: 63); None for
         independent terms (MXFP4's two blocks).
@@ -100,7 +107,13 @@ class BoundedSpec:
     accum : AccumSpec
         The step's terms as given (the input layout).
     term : TermSpec
-        The one term the loop adds: the given one, or the pre-added sum of two.
+        The one term the loop adds: the given one, or the pre-added sum of two; with a
+        wide term, as wide as either and on the pre-added or paired term's bias.
+    joined : TermSpec
+        The pre-added or paired term before the wide term widens it (else ``term``).
+    wide : TermSpec or None
+        The wide term; ``wide_offset`` is added to its exponent field to put it on
+        ``term``'s bias.
     sig : int
         ``M``: bits of a normalized significand (the wider of 24 and the term's).
     window : int
@@ -121,11 +134,18 @@ class BoundedSpec:
         spec = AccumSpec(terms)
         self.accum = spec
         self.max_exp_diff = max_exp_diff
-        self.pair_sig = self.pair_window = self.split = None
-        if len(spec.terms) == 1:
-            t = spec.terms[0]
-        elif len(spec.terms) == 2 and max_exp_diff is not None:
-            t1, t2 = spec.terms
+        self.pair_sig = self.pair_window = self.split = self.wide = None
+        core = spec.terms
+        if core[-1].name == WIDE:
+            core, self.wide = core[:-1], core[-1]
+            if len(core) != 2:
+                raise ValueError(f"A wide term goes beside two pre-added or paired terms, not "
+                                 f"{len(core)}")
+        self.core = core
+        if len(core) == 1:
+            t = core[0]
+        elif len(core) == 2 and max_exp_diff is not None:
+            t1, t2 = core
             if (t1.exp_bits, t1.bias) != (t2.exp_bits, t2.bias):
                 raise ValueError("Pre-added terms must share the exponent field width and "
                                  "bias")
@@ -134,12 +154,12 @@ class BoundedSpec:
                                  f"not {max_exp_diff!r}")
             t = TermSpec("pre", max(t1.sig_bits, t2.sig_bits) + max_exp_diff + 1,
                          t1.exp_bits, t1.bias, max(t1.top_exp, t2.top_exp))
-        elif len(spec.terms) in (3, 4) and max_exp_diff is None:
-            self.split = SplitSpec(spec.terms, split_gap)
+        elif len(core) in (3, 4) and max_exp_diff is None:
+            self.split = SplitSpec(core, split_gap)
             t = TermSpec("split", self.split.term_bits, self.split.term_exp_bits,
                          self.split.term_bias, self.split.term_exp_max)
-        elif len(spec.terms) == 2:
-            t1, t2 = spec.terms
+        elif len(core) == 2:
+            t1, t2 = core
             if (t1.exp_bits, t1.bias) != (t2.exp_bits, t2.bias):
                 raise ValueError("Paired terms must share the exponent field width and bias")
             w = max(t1.sig_bits, t2.sig_bits)
@@ -156,9 +176,19 @@ class BoundedSpec:
                          t1.bias + self.pair_window - 1, top)
         else:
             raise ValueError(f"The bounded back end takes steps of one to four terms (three "
-                             f"or four independent ones); this one has {len(spec.terms)} "
-                             f"({', '.join(t.name for t in spec.terms)})"
+                             f"or four independent ones); this one has {len(core)} "
+                             f"({', '.join(t.name for t in core)})"
                              + (" with a max_exp_diff" if max_exp_diff is not None else ""))
+        self.joined = t
+        if self.wide is not None:
+            w = self.wide
+            self.wide_offset = t.bias - w.bias
+            if self.wide_offset < 0:
+                raise ValueError(f"The wide term's bias {w.bias} is above the joined term's "
+                                 f"{t.bias}")
+            top = max(t.top_exp, w.top_exp + self.wide_offset)
+            t = TermSpec(t.name, max(t.sig_bits, w.sig_bits),
+                         max(t.exp_bits, top.bit_length()), t.bias, top)
         self.term = t
         self.sig = max(24, t.sig_bits)
         self.window = max(27, self.sig + 1)
@@ -177,8 +207,10 @@ class BoundedSpec:
             out.update(pair_window_bits=self.pair_window)
         elif self.split is not None:
             out.update(self.split.describe())
-        elif len(terms) == 2:
-            out.update(max_exp_diff=self.max_exp_diff, preadd_bits=self.term.sig_bits)
+        elif len(self.core) == 2:
+            out.update(max_exp_diff=self.max_exp_diff, preadd_bits=self.joined.sig_bits)
+        if self.wide is not None:
+            out.update(wide_term=WIDE)
         return out
 
 
@@ -202,13 +234,13 @@ class PreAdd(wiring.Component):
         self._b = b = bspec
         self._cuts = cuts
         super().__init__({"step": In(accum_layout(b.accum.terms)),
-                          "sig": Out(signed(b.term.sig_bits)), "exp": Out(b.term.exp_bits)})
+                          "sig": Out(signed(b.joined.sig_bits)), "exp": Out(b.joined.exp_bits)})
 
     def elaborate(self, platform):
         m = Module()
         b = self._b
         cut = _cut(m, self._cuts)
-        t1, t2 = b.accum.terms
+        t1, t2 = b.core
         D = b.max_exp_diff
         s1, e1 = self.step[f"{t1.name}_sig"], self.step[f"{t1.name}_exp"]
         s2, e2 = self.step[f"{t2.name}_sig"], self.step[f"{t2.name}_exp"]
@@ -218,7 +250,7 @@ class PreAdd(wiring.Component):
         m.d.comb += diff.eq(Mux(first_hi, e1 - e2, e2 - e1))
         shift = Signal(range(D + 1))
         m.d.comb += shift.eq(Mux(diff > D, D, diff))
-        width = b.term.sig_bits
+        width = b.joined.sig_bits
         hi, lo = Signal(signed(width)), Signal(signed(width))
         m.d.comb += [hi.eq(Mux(first_hi, s1, s2)), lo.eq(Mux(first_hi, s2, s1))]
         hi, lo, shift = (cut(v, "preadd.cmp", "preadd.sum", n)
@@ -232,10 +264,10 @@ class PreAdd(wiring.Component):
         """The exponent compare and difference, the choice of the higher term, its shift by
         0..D, the sum and the exponent choice (:mod:`hwgen.parts`)."""
         b = self._b
-        t1, t2 = b.accum.terms
+        t1, t2 = b.core
         s, e = max(t1.sig_bits, t2.sig_bits), t1.exp_bits
         return [Part("cmp", (e,)), Part("add", (e,), 2), Part("mux", (2, s), 2),
-                Part("shl", (s, b.max_exp_diff + 1)), Part("add", (b.term.sig_bits,)),
+                Part("shl", (s, b.max_exp_diff + 1)), Part("add", (b.joined.sig_bits,)),
                 Part("mux", (2, e))]
 
 
@@ -272,8 +304,8 @@ class JamPair(wiring.Component):
         self._cuts = cuts
         M, E = b.sig, b.exp_bits
         super().__init__({
-            "step": In(accum_layout(b.accum.terms)), "sig": Out(signed(b.term.sig_bits)),
-            "exp": Out(b.term.exp_bits), "lo_neg": Out(1), "lo_sig": Out(M),
+            "step": In(accum_layout(b.accum.terms)), "sig": Out(signed(b.joined.sig_bits)),
+            "exp": Out(b.joined.exp_bits), "lo_neg": Out(1), "lo_sig": Out(M),
             "lo_top": Out(signed(E)), "lo_zero": Out(1), "hi_word": Out(32),
             "hi_rep": Out(1)})
 
@@ -283,7 +315,7 @@ class JamPair(wiring.Component):
         cut = _cut(m, self._cuts)
         M, E, w, K = b.sig, b.exp_bits, b.pair_sig, b.pair_window - 1
         dec = []
-        for i, t in enumerate(b.accum.terms):
+        for i, t in enumerate(b.core):
             s, e = self.step[f"{t.name}_sig"], self.step[f"{t.name}_exp"]
             mag = Signal(w, name=f"mag{i}")        # |sig|: -2**(S-1) fits unsigned
             m.d.comb += mag.eq(Mux(s < 0, -s, s))
@@ -324,7 +356,7 @@ class JamPair(wiring.Component):
             return cut(v, "pair.sum", "decode", f"pair_{name}")
         m.d.comb += [
             self.sig.eq(out(Mux(hi_neg, -hi_w, hi_w) + Mux(lo_neg, -lo_j, lo_j), "sig")),
-            self.exp.eq(out(Mux(hi_zero, 0, hi_top + b.accum.terms[0].bias), "exp")),
+            self.exp.eq(out(Mux(hi_zero, 0, hi_top + b.core[0].bias), "exp")),
             self.lo_neg.eq(out(lo_neg, "lo_neg")),
             self.lo_sig.eq(out(Cat(Const(0, M - w), lo_sig), "lo_sig")),
             self.lo_top.eq(out(lo_top, "lo_top")), self.lo_zero.eq(out(lo_zero, "lo_zero")),
@@ -704,7 +736,7 @@ class BoundedAdd(wiring.Component):
             return [(f"split.{k}", 30) for k in SPLIT_BLOCKS]
         if b.pair_window is not None:
             return [("pair.norm", 20), ("pair.swap", 20), ("pair.sum", 18)]
-        if len(b.accum.terms) == 2:
+        if len(b.core) == 2:
             return [("preadd.cmp", 12), ("preadd.sum", 22)]
         return []
 
@@ -746,8 +778,13 @@ class BoundedAdd(wiring.Component):
                            + within("bypass", probe(BypassRound(b.split)).parts()))
                    + within("versus", probe(AccVersusE(b.split)).parts())
                    + within("choose", final))
-        elif len(b.accum.terms) == 2:
+        elif len(b.core) == 2:
             out = of_term(name, within("preadd", probe(PreAdd(b)).parts()))
+        if b.wide is not None:     # the two terms' zero test and the choice of the wide term
+            t = b.term
+            out += of_term(name, within("wide", [Part("cmp", (t.sig_bits,)),
+                                                 Part("add", (t.exp_bits,)),
+                                                 Part("mux", (2, t.sig_bits + t.exp_bits))]))
         return (out + of_term(name, within("decode", probe(Decode(b)).parts()))
                 + within("align", probe(SwapAlign(b)).parts())
                 + within("addsub", probe(AddSub(b)).parts())
@@ -770,11 +807,24 @@ class BoundedAdd(wiring.Component):
         m.submodules.round = rnd = RoundAt(b.window + 1, b.exp_bits, cuts=cuts)
         fields = ("neg", "sig", "top", "zero")
         term = {f: getattr(dec, f"t_{f}") for f in fields}
+
+        def feed(sig, exp):
+            """The loop's term into the decode: ``sig``/``exp`` (the joined term), or the
+            wide term alone where the two joined terms are zero."""
+            if b.wide is not None:
+                alone = cut(Cat(*(self.step[f"{t.name}_sig"] != 0 for t in b.core)) == 0,
+                            "in", "decode", "wide_alone")
+                wide_sig = cut(self.step[f"{WIDE}_sig"], "in", "decode", "wide_sig")
+                wide_exp = cut(self.step[f"{WIDE}_exp"] + b.wide_offset, "in", "decode",
+                               "wide_exp")
+                sig, exp = Mux(alone, wide_sig, sig), Mux(alone, wide_exp, exp)
+            m.d.comb += [dec.sig.eq(sig), dec.exp.eq(exp)]
         zero_acc = first
         if b.pair_window is not None:
             # The accumulator exactly -hi: the sum is lo, which goes in alone.
             m.submodules.pair = pair = JamPair(b, cuts)
-            m.d.comb += [pair.step.eq(self.step), dec.sig.eq(pair.sig), dec.exp.eq(pair.exp)]
+            m.d.comb += pair.step.eq(self.step)
+            feed(pair.sig, pair.exp)
             bypass = Signal()
             m.d.comb += bypass.eq(pair.hi_rep & ~first & (acc == (pair.hi_word ^ (1 << 31))))
             term = {f: Mux(bypass, getattr(pair, f"lo_{f}"), v) for f, v in term.items()}
@@ -784,7 +834,8 @@ class BoundedAdd(wiring.Component):
             m.submodules.bypass = bp = BypassRound(b.split)
             m.submodules.versus = vs = AccVersusE(b.split)
             m.d.comb += [bp.fn.eq(sp.fn), bp.xe.eq(sp.xe), bp.a_neg.eq(sp.s_neg), bp.q.eq(sp.q)]
-            m.d.comb += [sp.step.eq(self.step), dec.sig.eq(sp.p_sig), dec.exp.eq(sp.p_exp)]
+            m.d.comb += sp.step.eq(self.step)
+            feed(sp.p_sig, sp.p_exp)
             acc_eff = Signal(32)
             m.d.comb += acc_eff.eq(Mux(first, 0, acc))
             m.d.comb += [vs.acc.eq(acc_eff), vs.q.eq(sp.q)]
@@ -803,13 +854,14 @@ class BoundedAdd(wiring.Component):
                 m.d.comb += split_word.eq(Mux(sp.mid & away, sp.w_up, sp.w_base))
             use_split = Signal()
             m.d.comb += use_split.eq(~sp.zero & (is_a | vs.small))
-        elif len(b.accum.terms) == 2:
+        elif len(b.core) == 2:
             m.submodules.preadd = pre = PreAdd(b, cuts)
-            m.d.comb += [pre.step.eq(self.step), dec.sig.eq(pre.sig), dec.exp.eq(pre.exp)]
+            m.d.comb += pre.step.eq(self.step)
+            feed(pre.sig, pre.exp)
         else:
             t = b.term
-            m.d.comb += [dec.sig.eq(cut(self.step[f"{t.name}_sig"], "in", "decode", "sig")),
-                         dec.exp.eq(cut(self.step[f"{t.name}_exp"], "in", "decode", "exp"))]
+            feed(cut(self.step[f"{t.name}_sig"], "in", "decode", "sig"),
+                 cut(self.step[f"{t.name}_exp"], "in", "decode", "exp"))
         m.d.comb += [dec.acc.eq(acc), dec.zero_acc.eq(zero_acc)]
         for f in fields:
             m.d.comb += getattr(sa, f"a_{f}").eq(cut(getattr(dec, f"a_{f}"), "decode",

@@ -12,7 +12,7 @@ operand and truncated, for comparison; not exact).
 from hif4spec import ACCUMS
 
 from .accum import AccumSpec, ExactAdd
-from .accum_bounded import BoundedAdd
+from .accum_bounded import WIDE, BoundedAdd
 from .accum_trunc import TruncAdd
 
 __all__ = ["make_adder"]
@@ -20,7 +20,8 @@ __all__ = ["make_adder"]
 _ADDERS = {
     "window": lambda terms, max_exp_diff, cuts: ExactAdd(AccumSpec(terms), cuts),
     "bounded": lambda terms, max_exp_diff, cuts: BoundedAdd(
-        terms, max_exp_diff if len(terms) == 2 else None, cuts=cuts),
+        terms, max_exp_diff if len([t for t in terms if t.name != WIDE]) == 2 else None,
+        cuts=cuts),
     "trunc": lambda terms, max_exp_diff, cuts: TruncAdd(terms) if cuts is None else _uncut(),
 }
 assert tuple(_ADDERS) == ACCUMS

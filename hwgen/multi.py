@@ -37,13 +37,17 @@ Shared, one copy for every format
 4. The accumulator: ONE exact FP32 accumulator (either exact back end, ``window`` or
    ``bounded``) whose term slots cover every selected format. Slot ``k`` carries the
    ``k``-th term of the step's format (HiF4: main, residual; MXFP4: block 0, block 1,
-   residual block 0, residual block 1; NVFP4: its four block terms, or, where no other
-   format needs a second slot, their sum on the grid ``2**-20`` as its own unit forms it:
-   the bounded back end pairs or splits only terms of at most 24 significand bits), zero
-   where the format has fewer terms. A slot's significand is as wide as its widest
-   format's, and every slot has one bias (the largest of any format's) and exponent field
-   width: each format's exponent field plus a constant (:func:`slot_terms`), so one
-   alignment covers all of them.
+   residual block 0, residual block 1), zero where the format has fewer terms. A slot's
+   significand is as wide as its widest format's, and every slot has one bias (the largest
+   of any format's) and exponent field width: each format's exponent field plus a constant
+   (:func:`slot_terms`), so one alignment covers all of them. NVFP4 forms the sum of its
+   four blocks on the grid ``2**-20`` as its own unit does (50 bits) and hands it over as
+   the one slot where the other formats need one, and as the accumulator's *wide* term
+   where they need two (:data:`hwgen.accum_bounded.WIDE`: the bounded back end pairs two
+   terms of at most 24 significand bits and adds the wide term alone, in their place, on
+   NVFP4's steps); only where another format needs four slots (MXFP4 with the residual,
+   whose four terms the bounded back end splits) does it hand over its four block terms
+   (:func:`_nv_place`).
 
 Per format
 ----------
@@ -81,6 +85,7 @@ from hif4spec import (FORMAT_FIELD, FORMATS, format_residuals, payload_fields,
                       residual_layout, step_layout, unit_spec)
 
 from .accum import TermSpec
+from .accum_bounded import WIDE
 from .e2m1 import dot_sum_bits
 from .hif4 import TERM_BIAS as HIF4_BIAS
 from .hif4 import ScalePair, TermFormer
@@ -232,14 +237,25 @@ class OperandMux(wiring.Component):
 NV_BLOCK_TERM = (BLOCK_TERM_BITS, SCALE_SHIFT_BITS, 22, 30)
 
 
+def _nv_place(residual, formats):
+    """Where NVFP4's terms go in a unit combining ``formats``: ``"one"``, its own unit's one
+    pre-added term (50 bits on the grid ``2**-20``) in the one slot, where no other format
+    needs a second; ``"wide"``, that term as the accumulator's wide term
+    (:data:`hwgen.accum_bounded.WIDE`: the loop adds it alone on NVFP4 steps) where the
+    others need two slots, which the bounded back end pairs; ``"blocks"``, its four block
+    terms (:data:`NV_BLOCK_TERM`) in four slots where another format needs four, which the
+    bounded back end splits (the pair and the split take terms of at most 24 significand
+    bits only)."""
+    slots = max((len(_own_terms(f, residual, formats)) for f in formats if f != "nvfp4"),
+                default=1)
+    return "one" if slots <= 1 else "wide" if slots == 2 else "blocks"
+
+
 def _own_terms(fmt, residual, formats):
     """``[(sig_bits, exp_bits, bias, exp_max), ...]``: the exact terms of a step of ``fmt``
-    in a unit combining ``formats``, in slot order (the residual's where ``fmt`` takes
-    ``residual``). HiF4 and MXFP4 hand over their own units' terms. NVFP4 hands over its
-    unit's one pre-added term (50 bits on the grid ``2**-20``) where no other format needs
-    a second slot, else its four block terms (:data:`NV_BLOCK_TERM`): the bounded back end
-    pairs or splits terms of at most 24 significand bits only, and a slot shared with a
-    second term must be one of those."""
+    in a unit combining ``formats`` (the residual's where ``fmt`` takes ``residual``).
+    HiF4 and MXFP4 hand over their own units' terms; NVFP4 its one pre-added term or its
+    four block terms (:func:`_nv_place`)."""
     res = residual if residual in format_residuals(fmt) else "none"
     if fmt == "hif4":
         out = [(_tree_bits(64) + 6, 7, HIF4_BIAS, 126)]
@@ -253,33 +269,39 @@ def _own_terms(fmt, residual, formats):
             out += [(dot_sum_bits(16), *spec)] * 2
         return out
     if fmt == "nvfp4":
-        others = [len(_own_terms(f, residual, formats)) for f in formats if f != fmt]
-        if max(others, default=1) <= 1:
-            return [(TERM_BITS, 1, -TERM_LSB, 0)]
-        return [NV_BLOCK_TERM] * 4
+        if _nv_place(residual, formats) == "blocks":
+            return [NV_BLOCK_TERM] * 4
+        return [(TERM_BITS, 1, -TERM_LSB, 0)]
     raise ValueError(f"a multi-format unit has no datapath for format {fmt!r}")
 
 
 def slot_terms(formats, residual):
-    """``(terms, offsets)``: the accumulator's term slots of a unit combining ``formats``
-    (``TermSpec`` ``t0``, ``t1``, ...) and ``offsets[fmt][k]``, the constant added to
-    format ``fmt``'s own exponent field of its ``k``-th term to put it on the slots' bias.
+    """``(terms, offsets)``: the accumulator's terms of a unit combining ``formats`` (term
+    slots ``t0``, ``t1``, ... as ``TermSpec``, then the wide term where NVFP4 has one,
+    :func:`_nv_place`) and ``offsets[fmt]``, ``{k: offset}``: format ``fmt``'s terms go
+    into ``terms[k]``, in order, each with ``offset`` added to its own exponent field.
 
-    Every slot has the same bias (the largest of any format's terms) and exponent field
+    Every slot has the same bias (the largest of any slot user's terms) and exponent field
     width, as the bounded back end's pair and split need; slot ``k``'s significand is as
     wide as the widest ``k``-th term of a format and its ``exp_max`` the largest shifted
-    field."""
+    field. The wide term keeps NVFP4's own field (offset 0)."""
     own = {f: _own_terms(f, residual, formats) for f in formats}
-    bias = max(t[2] for terms in own.values() for t in terms)
-    slots = max(len(t) for t in own.values())
+    wide = "nvfp4" in formats and _nv_place(residual, formats) == "wide"
+    users_of = [f for f in formats if not (wide and f == "nvfp4")]
+    bias = max(t[2] for f in users_of for t in own[f])
+    slots = max(len(own[f]) for f in users_of)
     tops, sigs = [], []
-    offsets = {f: [bias - t[2] for t in own[f]] for f in formats}
+    offsets = {f: {k: bias - t[2] for k, t in enumerate(own[f])} for f in users_of}
     for k in range(slots):
-        users = [f for f in formats if k < len(own[f])]
+        users = [f for f in users_of if k < len(own[f])]
         tops.append(max(own[f][k][3] + offsets[f][k] for f in users))
         sigs.append(max(own[f][k][0] for f in users))
     exp_bits = max(tops).bit_length()
     terms = [TermSpec(f"t{k}", sigs[k], exp_bits, bias, tops[k]) for k in range(slots)]
+    if wide:
+        sig, exp, nv_bias, top = own["nvfp4"][0]
+        terms.append(TermSpec(WIDE, sig, exp, nv_bias, top))
+        offsets["nvfp4"] = {slots: 0}
     return terms, offsets
 
 
@@ -543,8 +565,8 @@ class MultiDotUnit(DotUnit):
         return tuple(f for f in self.formats if self._residual in format_residuals(f))
 
     def _nv_presum(self):
-        """Whether NVFP4's block terms are pre-added into one (:func:`_own_terms`)."""
-        return len(_own_terms("nvfp4", self._residual, self.formats)) == 1
+        """Whether NVFP4's block terms are pre-added into one (:func:`_nv_place`)."""
+        return _nv_place(self._residual, self.formats) != "blocks"
 
     def _s1p2(self):
         return any(FORMATS[f].elem_type == S1P2_TYPE for f in self.formats)
@@ -684,8 +706,8 @@ class MultiDotUnit(DotUnit):
         for k, t in enumerate(terms):
             sig, exp = Const(0, signed(t.sig_bits)), Const(0, t.exp_bits)
             for f in reversed(formats):
-                if k < len(own[f]):
-                    fsig, fexp = own[f][k]
+                if k in offsets[f]:
+                    fsig, fexp = own[f][list(offsets[f]).index(k)]
                     sig = Mux(is_fmt[f], fsig, sig)
                     exp = Mux(is_fmt[f], fexp + offsets[f][k], exp)
             m.d.comb += [out[f"{t.name}_sig"].eq(sig), out[f"{t.name}_exp"].eq(exp)]
@@ -740,7 +762,7 @@ class MultiDotUnit(DotUnit):
         out.append(Part("cmp", ((n - 1).bit_length(),), n))
         terms, offsets = slot_terms(formats, self._residual)
         for k, t in enumerate(terms):
-            users = [f for f in formats if k < len(offsets[f])]
+            users = [f for f in formats if k in offsets[f]]
             out.append(Part("mux", (len(users) + 1, t.sig_bits + t.exp_bits)))
             out.append(Part("add", (t.exp_bits,), sum(offsets[f][k] != 0 for f in users)))
         out.append(Part("mux", (n, 1)))

@@ -11,7 +11,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from hwgen.accum import TermSpec, accum_layout
-from hwgen.accum_bounded import PAIR_WINDOW, BoundedAdd, BoundedSpec
+from hwgen.accum_bounded import PAIR_WINDOW, WIDE, BoundedAdd, BoundedSpec
 from hwgen.accum_split import E_BITS, SPLIT_GAP
 from hwgen.hif4 import MAX_TERM_EXP_DIFF as HIF4_MAX_EXP_DIFF
 from hwgen.hif4 import HiF4DotUnit
@@ -181,6 +181,48 @@ def test_paired_bounded_add_equals_golden_long():
     """40,000 more steps."""
     terms = mxfp4_terms("none")
     check(terms, accum_steps(terms, 40_000, 120))
+
+
+def _with_wide(joined, max_exp_diff, n, seed):
+    """``(terms, steps)``: ``joined``'s two terms and a wide term (NVFP4's 50-bit sum), each
+    step from the steps of the two (wide term zero) or from NVFP4's (the two zero), the
+    choice at random."""
+    from dataclasses import replace
+
+    t = nvfp4_terms()[0]
+    wide = TermSpec(WIDE, t.sig_bits, t.exp_bits, t.bias, t.exp_max)
+    terms = [*joined, wide]
+    two = accum_steps(joined, n, seed, max_exp_diff)
+    one = accum_steps([wide], n, seed + 1)
+    alone = np.random.default_rng(seed).random(n) < 0.5
+    sig = np.concatenate([np.where(alone[:, None], 0, two.sig),
+                          np.where(alone, one.sig[:, 0], 0)[:, None]], axis=1)
+    exp = np.concatenate([np.where(alone[:, None], 0, two.exp),
+                          np.where(alone, one.exp[:, 0], 0)[:, None]], axis=1)
+    pick = lambda a, b: np.where(alone, b, a)     # noqa: E731
+    steps = replace(two, terms=(*two.terms, *one.terms), acc=pick(two.acc, one.acc), sig=sig,
+                    exp=exp, nan=pick(two.nan, one.nan), first=pick(two.first, one.first),
+                    kind=pick(two.kind, one.kind))
+    return terms, steps
+
+
+@pytest.mark.parametrize("joined", ["pair", "preadd"])
+def test_wide_term_alone_where_the_two_are_zero(joined):
+    """A multi-format unit's wide term (NVFP4's 50-bit sum beside MXFP4's pair or HiF4's
+    pre-added two): the loop adds it alone on the steps where the two are zero, and the
+    two joined on the others; every word equals the golden one."""
+    if joined == "pair":
+        two, diff = mxfp4_terms("none"), None
+    else:
+        two, diff = HiF4DotUnit(residual="2:4")._terms(), HIF4_MAX_EXP_DIFF
+    terms, steps = _with_wide(two, diff, 3000, 31)
+    b = BoundedSpec(terms, diff)
+    assert b.wide is terms[-1] and b.term.sig_bits >= 50 and len(b.core) == 2
+    got, want = run_rtl(terms, steps, diff), steps.golden()
+    assert (got == want).all(), np.flatnonzero(got != want)[:5]
+    assert (want == NAN_WORD).any() and (want == 0).any()
+    with pytest.raises(ValueError, match="beside two pre-added or paired terms"):
+        BoundedSpec([two[0], terms[-1]])
 
 
 def test_pair_window_is_tight():

@@ -8,6 +8,7 @@ import pytest
 from hif4spec import (FORMAT_FIELD, MULTI_FORMATS, UNITS, all_configs, module_name,
                       parse_module_name, payload_fields, resolve, standard_set, units_of_kind)
 from hwgen.accum import AccumSpec
+from hwgen.accum_bounded import WIDE
 from hwgen.multi import _own_terms, slot_terms
 from hwgen.units import build_unit
 
@@ -60,19 +61,30 @@ def test_term_slots_hold_every_formats_terms(unit, residual):
     bounded back end builds for them."""
     formats = UNITS[unit].formats
     terms, offsets = slot_terms(formats, residual)
-    assert len({(t.bias, t.exp_bits) for t in terms}) == 1
+    slots = [t for t in terms if t.name != WIDE]
+    assert len({(t.bias, t.exp_bits) for t in slots}) == 1
     for f in formats:
         own = _own_terms(f, residual, formats)
         assert len(own) == len(offsets[f]) <= len(terms)
-        for k, (sig, _, bias, top) in enumerate(own):
+        for (k, offset), (sig, _, bias, top) in zip(offsets[f].items(), own):
             assert sig <= terms[k].sig_bits
-            assert offsets[f][k] == terms[k].bias - bias >= 0
-            assert top + offsets[f][k] <= terms[k].exp_max
-    if len(terms) > 1:
-        assert max(t.sig_bits for t in terms) <= 24
+            assert offset == terms[k].bias - bias >= 0
+            assert top + offset <= terms[k].exp_max
+    if len(slots) > 1:
+        assert max(t.sig_bits for t in slots) <= 24
+    # NVFP4's 50-bit sum goes as one term wherever fewer than four slots exist: beside two
+    # slots as the wide term (last, offset 0), never split into block terms
+    if "nvfp4" in formats and len(slots) == 2:
+        assert terms[-1].name == WIDE and offsets["nvfp4"] == {2: 0}
+    if "nvfp4" in formats and len(slots) < 4:
+        assert len(offsets["nvfp4"]) == 1
     AccumSpec(terms)
     unit_obj = build_unit(unit, residual=residual)
-    assert [t.name for t in unit_obj.terms] == [f"t{k}" for k in range(len(terms))]
+    assert [t.name for t in unit_obj.terms] == [t.name for t in terms]
+    if len(slots) == 2:
+        blocks = {e["block"] for e in build_unit(unit, residual=residual,
+                                                  accum="bounded").structure}
+        assert "accum.pair" in blocks and "accum.split" not in blocks
 
 
 def test_manifest_lists_the_format_field(tmp_path):
@@ -86,16 +98,18 @@ def test_manifest_lists_the_format_field(tmp_path):
     assert manifest["ii"] == 1 and manifest["structure"]
 
 
-@pytest.mark.parametrize("lanes", [16, 64])
-def test_three_format_unit_matches_the_golden_model_across_switches(lanes):
-    """The default suite's simulation of a multi-format unit: HiF4, MXFP4 and NVFP4 steps
-    with the 2:4 residual, every format's named cases then random, cancelling and
-    NaN/Inf-rich K-loops of the three formats interleaved, with random stalls, on the
-    compiled harness (its build is cached under ``build/fast``); at 64 lanes (one step a
-    cycle) and at 16 (four slices a step, the block sums in partial-sum registers)."""
+@pytest.mark.parametrize("residual,lanes", [("2:4", 64), ("none", 16)])
+def test_three_format_unit_matches_the_golden_model_across_switches(residual, lanes):
+    """The default suite's simulation of a multi-format unit: HiF4, MXFP4 and NVFP4 steps,
+    every format's named cases then random, cancelling and NaN/Inf-rich K-loops of the
+    three formats interleaved, with random stalls, on the compiled harness (its build is
+    cached under ``build/fast``): with the 2:4 residual at 64 lanes (one step a cycle; the
+    bounded back end splits four term slots) and without it at 16 (four slices a step, the
+    block sums in partial-sum registers; the back end pairs two slots and adds NVFP4's
+    wide term alone)."""
     from sim.bench.runner import make_stream, verify
 
-    unit, params = "tc4_hif4_mxfp4_nvfp4", {"residual": "2:4", "stages": 2, "lanes": lanes,
+    unit, params = "tc4_hif4_mxfp4_nvfp4", {"residual": residual, "stages": 2, "lanes": lanes,
                                              "accum": "bounded"}
     res = verify(unit, **params, vectors=6000, seed=11, engine="fast")
     assert res["engine"] == "fast" and res["steps"] == 6000
