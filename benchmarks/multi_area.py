@@ -12,7 +12,10 @@ synthesized figure where the synthesis table holds the module (``synth``); then 
 adds to the MXFP4 + NVFP4 unit and what the 2:4 residual adds on top, in % and NAND2 per
 MAC (64 MACs per cycle).
 ``--synth`` also synthesizes each multi-format module the synthesis cache lacks (tens of
-minutes to hours each on two cores; ``--backend native``, the pyosys build, is the faster).
+minutes to hours each on two cores; ``--backend native``, the pyosys build, is the faster)
+and records it in the synthesis table (``sim/cost/synth_table.json``), so the area model's
+check (``hif4 estimate --check``) covers it; ``--units`` picks the multi-format units and
+their order.
 """
 
 import argparse
@@ -36,11 +39,12 @@ def figures(unit, residual, stages, accum, synth, backend=None):
     entry = table.lookup(text)
     nand2 = entry["nand2"] if entry is not None else None
     if nand2 is None and synth:
-        from sim.cost.synth import synthesize_text
-
         print(f"multi_area: synthesizing {module} ...", file=sys.stderr, flush=True)
-        nand2 = synthesize_text(text, module, checkpoint=True, timeout=6 * 3600,
-                                backend=backend).nand2
+        sha, entry = table.entry_for_text(text, manifest,
+                                          hierarchical=False, source="benchmarks/multi_area.py",
+                                          timeout=6 * 3600, backend=backend, checkpoint=True)
+        table.merge_into(table.TABLE_PATH, sha, entry)
+        nand2 = entry["nand2"]
     return {"module": module, "model": estimate_manifest(manifest).nand2,
             "structure": estimate_manifest(manifest, {**load_coeffs(), "units": {}}).nand2,
             "synth": nand2}
@@ -54,17 +58,28 @@ def main(argv=None):
     ap.add_argument("--backend", choices=BACKENDS, default=None,
                     help="Yosys build of --synth (default: sim.cost.synth.default_backend; "
                          "native is the faster pyosys build)")
+    ap.add_argument("--units", default=None,
+                    help="comma-separated multi-format units, in the order --synth takes them "
+                         "(default: every one; each with residual none first, then 2:4)")
     args = ap.parse_args(argv)
     rows = {}
     singles = [u.name for u in UNITS.values() if u.kind == "dot" and u.grid]
     multis = [u.name for u in UNITS.values() if u.formats]
-    for unit in singles + multis:
-        for residual in UNITS[unit].residuals:
-            if residual == "dense":
-                continue
-            print(f"multi_area: {unit} {residual} ...", file=sys.stderr, flush=True)
-            rows[unit, residual] = figures(unit, residual, args.stages, args.accum,
-                                           args.synth and unit in multis, args.backend)
+    if args.units:
+        chosen = [u.strip() for u in args.units.split(",")]
+        bad = [u for u in chosen if u not in multis]
+        if bad:
+            print(f"multi_area: --units: {', '.join(bad)} is not a multi-format unit "
+                  f"({', '.join(multis)})", file=sys.stderr)
+            return 2
+        multis = chosen
+    configs = [(u, r) for u in singles for r in UNITS[u].residuals if r != "dense"]
+    for residual in ("none", "2:4"):
+        configs += [(u, residual) for u in multis if residual in UNITS[u].residuals]
+    for unit, residual in configs:
+        print(f"multi_area: {unit} {residual} ...", file=sys.stderr, flush=True)
+        rows[unit, residual] = figures(unit, residual, args.stages, args.accum,
+                                       args.synth and unit in multis, args.backend)
     print(f"{'module':44} {'model':>8} {'structure':>9} {'synth':>8} {'per MAC':>8}")
     for r in rows.values():
         synth = f"{r['synth']:8.0f}" if r["synth"] is not None else f"{'-':>8}"
@@ -75,6 +90,12 @@ def main(argv=None):
     if all(b in rows for b in base):
         mn, hmn, hmn_r = (rows[b]["model"] for b in base)
         print(f"\nHiF4 on the MXFP4 + NVFP4 unit (model): {hmn - mn:+.0f} NAND2 "
+              f"({(hmn - mn) / mn:+.1%}, {(hmn - mn) / MACS:+.1f} per MAC); the 2:4 residual "
+              f"on top: {hmn_r - hmn:+.0f} ({(hmn_r - hmn) / hmn:+.1%}, "
+              f"{(hmn_r - hmn) / MACS:+.1f} per MAC)")
+    if all(b in rows and rows[b]["synth"] for b in base):
+        mn, hmn, hmn_r = (rows[b]["synth"] for b in base)
+        print(f"HiF4 on the MXFP4 + NVFP4 unit (synthesized): {hmn - mn:+.0f} NAND2 "
               f"({(hmn - mn) / mn:+.1%}, {(hmn - mn) / MACS:+.1f} per MAC); the 2:4 residual "
               f"on top: {hmn_r - hmn:+.0f} ({(hmn_r - hmn) / hmn:+.1%}, "
               f"{(hmn_r - hmn) / MACS:+.1f} per MAC)")
