@@ -18,6 +18,8 @@ ENCODERS = tuple(u.name for u in units_of_kind("encoder"))
 
 #: The dot-product units a sweep covers (the synthesis and verification tables' grid).
 UNITS = {u.name: u for u in units_of_kind("dot")}
+#: The multi-format units (outside the grid), which ``sweep isofreq`` also takes by name.
+MULTI = tuple(u.name for u in units_of_kind("dot", grid=False) if u.formats)
 
 KINDS = ("synth", "verify", "energy", "isofreq", "rl")
 
@@ -80,7 +82,7 @@ def register(subparsers):
                      help=f"every configuration of the grid ({len(all_configs('dot'))})")
     sel.add_argument("--unit", metavar="LIST",
                      help=f"comma-separated units of {', '.join(UNITS)} (default: all; "
-                          f"isofreq also takes {', '.join(ENCODERS)})")
+                          f"isofreq also takes {', '.join(ENCODERS + MULTI)})")
     sel.add_argument("--residual", metavar="LIST",
                      help=f"comma-separated residual modes of {', '.join(RESIDUAL_MODES)}; "
                           "pairs a unit does not accept are left out (default: all)")
@@ -438,7 +440,8 @@ def _run_rl_smollm2(args, cluster):
     previous = sweep_previous(path) or {}
     same = previous.get("settings") == dataclasses.asdict(settings)
     done = {(r["config"], r["seed"]): r for r in previous.get("runs", []) if same}
-    todo = [(c, s) for s in seeds for c in configs if (c.name, s) not in done]
+    todo = sorted(((c, s) for s in seeds for c in configs if (c.name, s) not in done),
+                  key=lambda cs: (cs[0].cost, cs[1]))
     from sim import sweep
     from sim.rl import trl_grpo
 
@@ -510,7 +513,7 @@ def _isofreq_selection(args):
     from hif4spec import residuals_of
     from sim.cost import isofreq
 
-    names = tuple(UNITS) + ENCODERS
+    names = tuple(UNITS) + ENCODERS + MULTI
     standard = isofreq.DOT_CONFIGS + isofreq.ENCODER_CONFIGS
     units = parse_choice_list(args.unit, names, "unit") if args.unit else None
     residuals = (parse_choice_list(args.residual, RESIDUAL_MODES, "residual mode")

@@ -346,7 +346,7 @@ def plan(runs, configs, stage, script, targets_of, *, exhaustive=False, gate=Tru
 
 def _label(unit, residual):
     spec = unit_spec(unit)
-    name = FORMATS[spec.fmt].title or spec.fmt.upper()
+    name = "/".join(FORMATS[f].title or f.upper() for f in (spec.formats or (spec.fmt,)))
     name += "" if residual == "none" else f"+ResQ-{residual}"
     return name + (" encoder" if spec.kind == "encoder" else "")
 

@@ -86,6 +86,11 @@ def test_matrix():
                          "fp32/hif4-W4A4", "fp32/hif4-W4A4+2:4", "fp32/hif4-W16A4"]
     assert len(names) == 11 and len(set(names)) == 11
     assert [c.name for c in matrix(("hif4",), tis=(None, 2.0))][-1] == "fp32/hif4-W16A4 tis2"
+    # a sweep runs the cheapest first: float, FP4 rollouts (W16A4, W4A4, + ResQ), then
+    # FP4 training
+    by_cost = [c.name for c in sorted(matrix(("hif4",)), key=lambda c: c.cost)]
+    assert by_cost == ["fp32/fp32", "fp32/hif4-W16A4", "fp32/hif4-W4A4",
+                       "fp32/hif4-W4A4+2:4", "hif4/hif4-W4A4", "hif4/hif4-W4A4+2:4"]
 
 
 def _record(monkeypatch, trl_grpo_module):
