@@ -551,18 +551,9 @@ def unit_vectors(unit, residual, manifest, stream, seed=0):
 
 def _stimulus_of(unit, stream=None):
     """The module with ``pack_payloads`` and ``expected_words`` for dot unit ``unit``'s
-    ``stream``: :mod:`sim.stimulus.interleave` for an interleaved one, else
-    :mod:`sim.stimulus`, or :mod:`sim.stimulus.multi` for a multi-format unit."""
-    from hif4spec import unit_spec
-    from sim.stimulus.interleave import is_interleaved
-    if is_interleaved(stream):
-        from sim.stimulus import interleave
-        return interleave
-    if unit_spec(unit).formats:
-        from sim.stimulus import multi
-        return multi
-    import sim.stimulus
-    return sim.stimulus
+    ``stream`` (:func:`sim.stimulus.interleave.stream_module`)."""
+    from sim.stimulus.interleave import stream_module
+    return stream_module(unit, stream)
 
 
 def _verify_fast(unit, params, verilog, manifest, folder, *, vectors, seed, valid_prob,

@@ -130,9 +130,26 @@ def gemm_stream(unit, residual, tensors, steps, seed=0):
     return stream, {"steps": len(stream["first"]), "zero_share": float((mag == 0).mean())}
 
 
-def stimulus_stream(stimulus, unit, residual, steps=DEFAULT_STEPS, seed=0):
-    """:func:`gemm_stream` of :func:`stimulus_tensors`."""
-    return gemm_stream(unit, residual, stimulus_tensors(stimulus, seed), steps, seed)
+def stimulus_stream(stimulus, unit, residual, steps=DEFAULT_STEPS, seed=0, fmt=None):
+    """:func:`gemm_stream` of :func:`stimulus_tensors`. A multi-format unit
+    (``hif4spec.UnitSpec.formats``) runs one format's steps at a time: ``fmt``, one of its
+    formats, whose own unit's stream (the residual where ``fmt`` takes the unit's) it takes
+    with that format's code (:func:`sim.stimulus.multi.wrap`); a single-format unit takes
+    None or its own format."""
+    spec = unit_spec(unit)
+    tensors = stimulus_tensors(stimulus, seed)
+    if not spec.formats:
+        if fmt not in (None, spec.fmt):
+            raise ValueError(f"{unit} runs {spec.fmt} steps, not {fmt}")
+        return gemm_stream(unit, residual, tensors, steps, seed)
+    if fmt not in spec.formats:
+        raise ValueError(f"{unit} runs one format's steps at a time: give fmt, one of "
+                         f"{', '.join(spec.formats)}")
+    from sim.stimulus import multi
+
+    stream, info = gemm_stream(multi.single_unit(fmt), multi.part_residual(fmt, residual),
+                               tensors, steps, seed)
+    return multi.wrap(unit, fmt, stream), info
 
 
 # ---------------------------------------------------------------------------------------
@@ -148,15 +165,14 @@ def stream_vectors(manifest, stream, *, reset=RESET_CYCLES, drain=None):
     :func:`sim.cost.activity.pack_vectors`, ``plan`` with ``start`` (first stream cycle),
     ``in_cycles`` / ``out_cycles`` (harness cycles at whose end the unit transfers).
     """
-    from sim.stimulus import interleave, pack_payloads
+    from sim.stimulus import interleave
 
     unit, residual = manifest["unit"], manifest["parameters"]["residual"]
-    if interleave.is_interleaved(stream):
-        payload = interleave.pack_payloads(manifest, unit, residual, stream)
-        return payload_vectors(manifest, payload, stream["last"], reset=reset, drain=drain,
-                               acc_id=stream["acc_id"])
-    payload = pack_payloads(manifest, unit, residual, stream)
-    return payload_vectors(manifest, payload, stream["last"], reset=reset, drain=drain)
+    payload = interleave.stream_module(unit, stream).pack_payloads(manifest, unit, residual,
+                                                                   stream)
+    acc_id = stream["acc_id"] if interleave.is_interleaved(stream) else None
+    return payload_vectors(manifest, payload, stream["last"], reset=reset, drain=drain,
+                           acc_id=acc_id)
 
 
 def payload_vectors(manifest, payload, last, *, reset=RESET_CYCLES, drain=None, acc_id=None):
@@ -207,7 +223,8 @@ def run_streams(netlist, manifest, streams, *, skips=None, engine="numpy", build
     Returns ``[(activity, plan)]`` (:class:`sim.cost.activity.Activity`, the plan of
     :func:`stream_vectors`).
     """
-    from sim.stimulus import expected_words, manifest_accum
+    from sim.stimulus import manifest_accum
+    from sim.stimulus.interleave import stream_module
 
     from . import activity as act
 
@@ -217,7 +234,8 @@ def run_streams(netlist, manifest, streams, *, skips=None, engine="numpy", build
     skips = skips or [0] * len(streams)
     runs, checks = [], []
     for stream, skip in zip(streams, skips):
-        expected, _ = expected_words(unit, residual, stream, **manifest_accum(manifest))
+        expected, _ = stream_module(unit, stream).expected_words(unit, residual, stream,
+                                                                 **manifest_accum(manifest))
         values, cycles, plan = stream_vectors(manifest, stream)
         ins = plan["in_cycles"]
         first = int(ins[skip - 1]) + 1 if skip else plan["start"]

@@ -415,7 +415,8 @@ _SIMS = {}
 
 
 def measure_liberty(verilog_text, manifest, stimuli=("gaussian",), *, lib=None, liberty=None,
-                    clock_ps, steps=None, seed=0, script="delay", synth_clock_ps=None):
+                    clock_ps, steps=None, seed=0, script="delay", synth_clock_ps=None,
+                    fmt=None):
     """Energy per MAC (pJ) of one module on each of ``stimuli``, mapped to a Liberty
     library: ``{stimulus: figures}``, the streams simulated side by side (one mapping, one
     pass).
@@ -426,7 +427,8 @@ def measure_liberty(verilog_text, manifest, stimuli=("gaussian",), *, lib=None, 
     path rounded up to 100 ps), ``stimuli`` of :data:`sim.cost.energy.STIMULI`, ``steps``
     (default :data:`sim.cost.energy.DEFAULT_STEPS`) steps of a dot unit or groups of an
     encoder, ``script`` the libsynth ABC script and ``synth_clock_ps`` its delay target
-    (None: none, the mapping libsynth caches by default). Every output word is checked
+    (None: none, the mapping libsynth caches by default), ``fmt`` the format a multi-format
+    unit runs (:func:`sim.cost.energy.stimulus_stream`). Every output word is checked
     against the golden model (:class:`sim.cost.energy.EnergyError` on a mismatch).
 
     Each stimulus's figures: ``pj_per_mac`` (total), ``data_pj_per_mac``,
@@ -437,7 +439,7 @@ def measure_liberty(verilog_text, manifest, stimuli=("gaussian",), *, lib=None, 
     ``steps``, ``cycles``, ``macs``, ``checked_words``, ``mismatches`` (0: a mismatch
     raises), ``toggles_per_step``, ``library``, ``script``, ``method``.
     """
-    from sim.stimulus import expected_words, manifest_accum
+    from sim.stimulus import interleave, manifest_accum
 
     from . import energy as en
     from .liberty import load_library
@@ -464,17 +466,13 @@ def measure_liberty(verilog_text, manifest, stimuli=("gaussian",), *, lib=None, 
             values, cycles, plan = en.payload_vectors(manifest, payload, last)
             checked = len(expected)
         else:
-            stream, _ = en.stimulus_stream(stimulus, unit, residual, steps, seed)
+            stream, _ = en.stimulus_stream(stimulus, unit, residual, steps, seed, fmt)
             n = len(stream["first"])
             ways = manifest["parameters"].get("interleave", 1)
             if ways > 1:        # L output elements at a time, their steps in turn
-                from sim.stimulus import interleave
                 stream = interleave.in_turn(stream, ways)
-                expected, _ = interleave.expected_words(unit, residual, stream,
-                                                        **manifest_accum(manifest))
-            else:
-                expected, _ = expected_words(unit, residual, stream,
-                                             **manifest_accum(manifest))
+            expected, _ = interleave.stream_module(unit, stream).expected_words(
+                unit, residual, stream, **manifest_accum(manifest))
             values, cycles, plan = en.stream_vectors(manifest, stream)
             checked = int(np.count_nonzero(stream["last"]))
         window = (plan["start"], plan["start"] + plan["span"])

@@ -27,7 +27,8 @@ import numpy as np
 
 from hif4spec import ACC_FIELD, acc_id_bits, payload_fields, unit_spec
 
-__all__ = ["chains", "interleave", "single", "in_turn", "is_interleaved", "pack_payloads",
+__all__ = ["chains", "interleave", "single", "in_turn", "is_interleaved", "stream_module",
+           "pack_payloads",
            "expected_words", "step_inputs"]
 
 #: Episode modes of :func:`interleave` and their probabilities: every accumulator takes
@@ -187,8 +188,14 @@ def is_interleaved(s):
     return isinstance(s, dict) and "order" in s and "base" in s
 
 
-def _base_module(unit):
-    """The module with the base stream's ``pack_payloads`` and ``expected_words``."""
+def stream_module(unit, s=None):
+    """The module with ``pack_payloads(manifest, unit, residual, s)`` and
+    ``expected_words(unit, residual, s, **accum)`` for dot unit ``unit``'s stream ``s``:
+    this module for an interleaved stream, else :mod:`sim.stimulus.multi` for a
+    multi-format unit, else :mod:`sim.stimulus.payload`."""
+    if is_interleaved(s):
+        import sys
+        return sys.modules[__name__]
     if unit_spec(unit).formats:
         from . import multi
         return multi
@@ -214,7 +221,7 @@ def pack_payloads(manifest, unit, residual, s):
         have = "no" if field is None else f"a {field['width']}-bit"
         raise ValueError(f"a stream interleaved over {L} accumulators needs a "
                          f"{acc_id_bits(L)}-bit {ACC_FIELD} field; the payload has {have} one")
-    rows = _base_module(unit).pack_payloads({"payload": fields}, unit, residual, s["base"])
+    rows = stream_module(unit).pack_payloads({"payload": fields}, unit, residual, s["base"])
     out = rows[s["order"]]
     acc = np.asarray(s["acc_id"], dtype=np.uint8)
     if len(acc) and int(acc.max()) >= L:
@@ -229,7 +236,7 @@ def expected_words(unit, residual, s, **accum):
     """``(words, steps)``: the golden words the unit emits for interleaved stream ``s``:
     the base stream's words (its module's ``expected_words``, hand-derived words checked),
     ordered by the interleaved positions of their ``last`` steps, and those positions."""
-    words, base_steps = _base_module(unit).expected_words(unit, residual, s["base"], **accum)
+    words, base_steps = stream_module(unit).expected_words(unit, residual, s["base"], **accum)
     where = np.empty(len(s["order"]), dtype=np.intp)
     where[s["order"]] = np.arange(len(s["order"]))
     steps = where[np.asarray(base_steps, dtype=np.intp)]

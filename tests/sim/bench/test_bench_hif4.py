@@ -50,7 +50,7 @@ def test_cli_verify():
 
 def test_cli_verify_reports_a_mismatch(monkeypatch, capsys):
     # `hif4 verify` exits 1 on a mismatch and prints the step's inputs and both words.
-    import sim.stimulus as stimulus
+    import sim.stimulus.payload as stimulus
     real = stimulus.expected_words
 
     def corrupted(*args, **kwargs):

@@ -239,10 +239,10 @@ def test_doubled_stream_doubles_toggles(small_unit):
 
 
 def test_words_other_than_the_golden_models_are_refused(small_unit, monkeypatch):
-    import sim.stimulus
+    import sim.stimulus.payload
 
     net, manifest = small_unit
-    golden = sim.stimulus.expected_words
+    golden = sim.stimulus.payload.expected_words
 
     def off_by_one(*args, **kwargs):
         words, steps = golden(*args, **kwargs)
@@ -250,7 +250,7 @@ def test_words_other_than_the_golden_models_are_refused(small_unit, monkeypatch)
         words[-1] ^= 1
         return words, steps
 
-    monkeypatch.setattr(sim.stimulus, "expected_words", off_by_one)
+    monkeypatch.setattr(sim.stimulus.payload, "expected_words", off_by_one)
     with pytest.raises(energy.EnergyError, match="output 5 is 0x.*golden model gives"):
         energy.run_stream(net, manifest, _constant_stream(6))
 
@@ -304,3 +304,32 @@ def test_a_netlist_with_a_loop_is_refused(tmp_path):
         "netnames": {"q": {"bits": [4]}, "qn": {"bits": [5]}}}}}
     with pytest.raises(activity.ActivityError, match="combinational loop"):
         activity.GateSim(loop, "latch")
+
+
+def test_multi_format_unit_runs_one_format_at_a_time():
+    """A multi-format unit's energy stream holds one format's steps (its own unit's stream,
+    with the format's code), packs to the unit's payload and has that format's golden
+    words; without a format, or with one the unit lacks, it is refused."""
+    from sim.stimulus import multi
+    from sim.stimulus.interleave import stream_module
+    from sim.stimulus.payload import payload_offsets
+
+    unit = "tc4_hif4_mxfp4_nvfp4"
+    for code, fmt in enumerate(("hif4", "mxfp4", "nvfp4")):
+        s, info = energy.stimulus_stream("gaussian", unit, "2:4", steps=40, seed=3, fmt=fmt)
+        own, _ = energy.stimulus_stream("gaussian", multi.single_unit(fmt),
+                                        multi.part_residual(fmt, "2:4"), steps=40, seed=3)
+        assert (s["fmt"] == code).all() and list(s["parts"]) == [fmt]
+        assert (s["last"] == own["last"]).all() and s["first"][0]
+        words, steps = stream_module(unit, s).expected_words(unit, "2:4", s)
+        single = multi.single_unit(fmt)
+        want, _ = stream_module(single, own).expected_words(
+            single, multi.part_residual(fmt, "2:4"), own)
+        assert np.array_equal(words, want) and len(words) == own["last"].sum()
+        payload = stream_module(unit, s).pack_payloads(
+            {"payload": payload_offsets(unit, "2:4")}, unit, "2:4", s)
+        assert payload.shape[0] == len(s["first"])
+    with pytest.raises(ValueError, match="give fmt, one of hif4, mxfp4, nvfp4"):
+        energy.stimulus_stream("gaussian", unit, "none", steps=40)
+    with pytest.raises(ValueError, match="runs hif4 steps, not nvfp4"):
+        energy.stimulus_stream("gaussian", "hif4", "none", steps=40, fmt="nvfp4")

@@ -283,7 +283,7 @@ def test_standard_unit_short_stream(lib):
 def test_wrong_netlist_output_raises(lib, monkeypatch):
     """A corrupted golden word makes the run fail, as in the cmos2 flow."""
     from sim.cost.energy import EnergyError
-    import sim.stimulus as stim
+    import sim.stimulus.payload as stim
 
     # the unit test_liberty maps with the same script and no target: one synthesis for both
     path = REPO / "rtl_out" / "hif4_dot_rnone_s3_l64_bnd.v"
