@@ -98,21 +98,24 @@ def test_manifest_lists_the_format_field(tmp_path):
     assert manifest["ii"] == 1 and manifest["structure"]
 
 
-@pytest.mark.parametrize("residual,lanes", [("2:4", 64), ("none", 16)])
-def test_three_format_unit_matches_the_golden_model_across_switches(residual, lanes):
+@pytest.mark.parametrize("residual,lanes,ways", [("2:4", 64, 1), ("none", 16, 2)])
+def test_three_format_unit_matches_the_golden_model_across_switches(residual, lanes, ways):
     """The default suite's simulation of a multi-format unit: HiF4, MXFP4 and NVFP4 steps,
     every format's named cases then random, cancelling and NaN/Inf-rich K-loops of the
     three formats interleaved, with random stalls, on the compiled harness (its build is
     cached under ``build/fast``): with the 2:4 residual at 64 lanes (one step a cycle; the
     bounded back end splits four term slots) and without it at 16 (four slices a step, the
     block sums in partial-sum registers; the back end pairs two slots and adds NVFP4's
-    wide term alone)."""
+    wide term alone), there with two interleaved accumulators, the chains dealt to them
+    at random (:mod:`sim.stimulus.interleave`)."""
     from sim.bench.runner import make_stream, verify
 
     unit, params = "tc4_hif4_mxfp4_nvfp4", {"residual": residual, "stages": 2, "lanes": lanes,
                                              "accum": "bounded"}
-    res = verify(unit, **params, vectors=6000, seed=11, engine="fast")
+    extra = {"interleave": ways} if ways > 1 else {}
+    res = verify(unit, **params, vectors=6000, seed=11, engine="fast", **extra)
     assert res["engine"] == "fast" and res["steps"] == 6000
+    assert res["module"].endswith("_i2" if ways > 1 else "_bnd")
     assert res["mismatches"] == 0 and not res["timeout"] and res["checked"] > 500
     s = make_stream(unit, params["residual"], 6000, 11)
     counts = np.bincount(s["fmt"], minlength=3)

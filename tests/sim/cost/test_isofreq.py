@@ -356,3 +356,14 @@ def test_interleave_is_an_axis_beside_the_stages():
     assert isofreq.plan([ring], configs, 4, "delay", targets, interleave=4) == []
     assert isofreq.plan([ring], configs, 3, "delay", targets, interleave=2) == [
         (("hif4", "none"), 2000), (("hif4", "none"), 5000)]
+
+
+def test_sweep_isofreq_takes_a_multi_format_unit(tmp_path, capsys):
+    """A multi-format unit is swept by name (beside the standard set), labelled by its
+    formats; with an empty table nothing meets the clock."""
+    argv = ["sweep", "isofreq", "--unit", "tc4_mxfp4_nvfp4", "--residual", "none",
+            "--stages", "3", "--clocks", "3800ps", "--from-table", "--quiet",
+            "--table", str(tmp_path / "t.json")]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "MXFP4/NVFP4" in out and "not met" in out
