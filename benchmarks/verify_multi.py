@@ -1,8 +1,9 @@
 """Verify the multi-format dot units on the compiled harness and count the steps per format.
 
 ``python -P benchmarks/verify_multi.py [--steps-per-format N] [--units LIST] [--accums LIST]
-[--stages N] [--lanes LIST]`` runs ``hif4 verify``'s engine (:func:`sim.bench.runner.verify`,
-the fast harness, random stalls) on every residual mode of each multi-format unit
+[--residuals LIST] [--stages N] [--lanes LIST]`` runs ``hif4 verify``'s engine
+(:func:`sim.bench.runner.verify`, the fast harness, random stalls) on every residual mode
+(or those of ``--residuals``) of each multi-format unit
 (``hif4spec.UnitSpec.formats``) with ``N`` steps per format of the unit (the named cases of
 every format first, then each format's random, cancelling and NaN/Inf-rich K-loops, the
 formats switching between accumulations), and prints one line per configuration: steps of
@@ -43,6 +44,8 @@ def main(argv=None):
     ap.add_argument("--accums", default="bounded")
     ap.add_argument("--stages", type=int, default=DEFAULTS["stages"], choices=STAGES)
     ap.add_argument("--lanes", default=str(DEFAULTS["lanes"]))
+    ap.add_argument("--residuals", default=None,
+                    help="comma-separated residual modes (default: each unit's)")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args(argv)
     units = args.units.split(",")
@@ -50,14 +53,17 @@ def main(argv=None):
     lanes = args.lanes.split(",")
     bad = [u for u in units if u not in multi] + [a for a in accums if a not in EXACT_ACCUMS]
     bad += [n for n in lanes if n not in map(str, LANES)]
+    residuals = args.residuals.split(",") if args.residuals else None
+    bad += [r for r in residuals or () if not any(r in UNITS[u].residuals for u in multi)]
     if bad:
-        print(f"verify_multi: not a multi-format unit, exact back end or lane count: "
+        print(f"verify_multi: not a multi-format unit, exact back end, residual mode or lane "
+              f"count: "
               f"{bad[0]!r} (units: {', '.join(multi)}; back ends: {', '.join(EXACT_ACCUMS)}; "
               f"lanes: {', '.join(map(str, LANES))})", file=sys.stderr)
         return 2
     failed = False
     configs = [(u, r, a, int(n)) for u in units for r in UNITS[u].residuals for a in accums
-               for n in lanes]
+               for n in lanes if residuals is None or r in residuals]
     for unit, residual, accum, n in configs:
         params = resolve(unit, residual=residual, stages=args.stages, lanes=n, accum=accum)
         steps = int(args.steps_per_format) * len(UNITS[unit].formats)
