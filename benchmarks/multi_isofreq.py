@@ -2,7 +2,8 @@
 format, beside the single-format units.
 
 ``python -P benchmarks/multi_isofreq.py [--clock PERIOD] [--fast-target 3000ps]
-[--interleave 1,2,4,8] [--jobs N] [--steps N] [--json FILE]``
+[--interleave 1,2,4,8] [--jobs N] [--steps N] [--json FILE] [--plot FILE.png]
+[--no-synth]``
 
 1. The iso-frequency sweep of ``hif4 sweep isofreq`` (:func:`sim.sweep.isofreq_sweep`, its
    table and cache) of the single-format dot units (HiF4 and MXFP4 with residual none and
@@ -20,7 +21,8 @@ format, beside the single-format units.
    unit on each of its formats in turn.
 3. The table, then what HiF4 adds to the MXFP4 + NVFP4 unit (and to it with the 2:4
    residual), what the residual adds to the three-format unit, and each format's energy
-   per MAC on the shared unit against its own unit.
+   per MAC on the shared unit against its own unit; ``--plot`` draws µm² per MAC and
+   pJ per MAC (data, clock, leakage) of every unit and format.
 """
 
 import argparse
@@ -36,6 +38,8 @@ from sim.cost.liberty import LIBRARY_NOTE, load_library
 from sim.cost.libenergy import measure_liberty
 
 MACS = 64
+#: The parts of the energy per MAC (:func:`sim.cost.libenergy.measure_liberty`).
+PARTS = ("data", "clock", "leakage")
 STAGES = 3
 SINGLES = [("hif4", "none"), ("hif4", "2:4"), ("mxfp4", "none"), ("mxfp4", "2:4"),
            ("nvfp4", "none")]
@@ -73,6 +77,42 @@ def measure(rows, lib, clock_ps, steps):
     return pj
 
 
+def plot(cfgs, rows, pj, clock):
+    """PNG bytes: µm² per MAC of each configuration (left) and pJ per MAC of each format
+    on it, stacked data, clock and leakage (right)."""
+    import io
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    have = [c for c in cfgs if c in rows]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 6.5))
+    labels = [isofreq._label(*c) for c in have]
+    colors = ["tab:gray" if not UNITS[c[0]].formats else "tab:blue" for c in have]
+    ax1.barh(range(len(have)), [rows[c]["area_um2"] / MACS for c in have], color=colors)
+    ax1.set_yticks(range(len(have)), labels)
+    ax1.invert_yaxis()
+    ax1.set_xlabel("µm² per MAC (grey: a format's own unit)")
+    bars = [(f"{isofreq._label(*c)}: {f}", pj[c][f]) for c in have for f in formats_of(c[0])]
+    left = [0.0] * len(bars)
+    for part, color in zip(PARTS, ("tab:orange", "tab:green", "tab:red")):
+        vals = [b[1][f"{part}_pj_per_mac"] for b in bars]
+        ax2.barh(range(len(bars)), vals, left=left, color=color, label=part)
+        left = [a + b for a, b in zip(left, vals)]
+    ax2.set_yticks(range(len(bars)), [b[0] for b in bars], fontsize=7)
+    ax2.invert_yaxis()
+    ax2.set_xlabel("pJ per MAC (Gaussian stimulus)")
+    ax2.legend(loc="upper right")
+    fig.suptitle(f"{LIBRARY_NOTE.split(',')[0]}: every unit at {clock:.0f} ps "
+                 f"({1e6 / clock:.0f} MHz), {STAGES} stages, 64 lanes, least-area L")
+    fig.tight_layout()
+    out = io.BytesIO()
+    fig.savefig(out, format="png", dpi=110)
+    plt.close(fig)
+    return out.getvalue()
+
+
 def _inc(a, b):
     return f"{b - a:+,.0f} µm² ({(b - a) / a:+.1%}, {(b - a) / MACS:+.1f} µm² per MAC)"
 
@@ -90,6 +130,7 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=2000,
                     help="steps of each energy stream (default 2,000)")
     ap.add_argument("--json", default=None, help="write the figures to this file")
+    ap.add_argument("--plot", default=None, help="draw the figures into this PNG file")
     ap.add_argument("--no-synth", action="store_true",
                     help="synthesize nothing: the runs the sweep's table holds")
     args = ap.parse_args(argv)
@@ -102,8 +143,9 @@ def main(argv=None):
     except ValueError as exc:
         print(f"multi_isofreq: {exc}", file=sys.stderr)
         return 2
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    for out in (args.json, args.plot):
+        if out:
+            Path(out).parent.mkdir(parents=True, exist_ok=True)
     lib = load_library(None)
     cfgs = configs()
     common = dict(stages=[STAGES], lanes=64, lib=lib, jobs=args.jobs,
@@ -164,9 +206,13 @@ def main(argv=None):
                                                     "script", "target_ps") if k in rows[c]},
                          "interleave": rows[c].get("interleave") or 1,
                          "um2_per_mac": rows[c]["area_um2"] / MACS,
-                         "pj_per_mac": {f: pj[c][f]["pj_per_mac"] for f in pj[c]}}
+                         "pj_per_mac": {f: pj[c][f]["pj_per_mac"] for f in pj[c]},
+                         "pj_parts": {f: {k: pj[c][f][f"{k}_pj_per_mac"] for k in PARTS}
+                                      for f in pj[c]}}
                         for c in cfgs if c in rows]}
         Path(args.json).write_text(json.dumps(doc, indent=1) + "\n")
+    if args.plot:
+        Path(args.plot).write_bytes(plot(cfgs, rows, pj, clock))
     print(f"\nmulti_isofreq: {report.summary('syntheses')}; {more.summary('syntheses')}",
           file=sys.stderr)
     return 0
