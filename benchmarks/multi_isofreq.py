@@ -40,6 +40,8 @@ from sim.cost.libenergy import measure_liberty
 MACS = 64
 #: The parts of the energy per MAC (:func:`sim.cost.libenergy.measure_liberty`).
 PARTS = ("data", "clock", "leakage")
+#: The library's two-input NAND, the unit of its gate equivalents (Nangate: 0.798 µm²).
+NAND2_CELL = "NAND2_X1"
 STAGES = 3
 SINGLES = [("hif4", "none"), ("hif4", "2:4"), ("mxfp4", "none"), ("mxfp4", "2:4"),
            ("nvfp4", "none")]
@@ -113,8 +115,11 @@ def plot(cfgs, rows, pj, clock):
     return out.getvalue()
 
 
-def _inc(a, b):
-    return f"{b - a:+,.0f} µm² ({(b - a) / a:+.1%}, {(b - a) / MACS:+.1f} µm² per MAC)"
+def _inc(a, b, nand2_um2=None):
+    """The increment from ``a`` to ``b`` µm²; with ``nand2_um2`` (the library's NAND2 cell)
+    also in its gate equivalents per MAC."""
+    ge = "" if not nand2_um2 else f", {(b - a) / MACS / nand2_um2:+.1f} NAND2 cells per MAC"
+    return f"{b - a:+,.0f} µm² ({(b - a) / a:+.1%}, {(b - a) / MACS:+.1f} µm² per MAC{ge})"
 
 
 def main(argv=None):
@@ -178,14 +183,16 @@ def main(argv=None):
         print(f"{isofreq._label(*c):34} {r.get('interleave') or 1:>2} {r['area_um2']:9,.0f} "
               f"{r['area_um2'] / MACS:8.1f} {r['critical_ps']:8.0f}  {energy}")
     area = {c: rows[c]["area_um2"] for c in rows}
+    nand2 = getattr(lib.cells.get(NAND2_CELL), "area", None)
     print()
     for res in ("none", "2:4"):
         mn, hmn = ("tc4_mxfp4_nvfp4", res), ("tc4_hif4_mxfp4_nvfp4", res)
         if mn in area and hmn in area:
-            print(f"HiF4 on the MXFP4 + NVFP4 unit, residual {res}: {_inc(area[mn], area[hmn])}")
+            print(f"HiF4 on the MXFP4 + NVFP4 unit, residual {res}: "
+                  f"{_inc(area[mn], area[hmn], nand2)}")
     if ("tc4_hif4_mxfp4_nvfp4", "none") in area and ("tc4_hif4_mxfp4_nvfp4", "2:4") in area:
-        print(f"the 2:4 residual on the three-format unit: "
-              f"{_inc(area['tc4_hif4_mxfp4_nvfp4', 'none'], area['tc4_hif4_mxfp4_nvfp4', '2:4'])}")
+        three = [area["tc4_hif4_mxfp4_nvfp4", r] for r in ("none", "2:4")]
+        print(f"the 2:4 residual on the three-format unit: {_inc(*three, nand2)}")
     own = {f: (f, "none") for f in ("hif4", "mxfp4", "nvfp4")}
     for c in rows:
         if UNITS[c[0]].formats:
