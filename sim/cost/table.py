@@ -59,7 +59,8 @@ def lookup(verilog_text, table=None):
 
 
 def _manifest_core(manifest):
-    keep = ("module", "unit", "parameters", "ports", "latency", "ii", "timing", "structure")
+    keep = ("module", "unit", "formats", "parameters", "ports", "latency", "ii", "timing",
+            "structure")
     return {k: manifest[k] for k in keep if k in manifest}
 
 

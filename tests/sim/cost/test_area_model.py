@@ -213,13 +213,17 @@ def test_bounded_blocks_calibrate_on_the_reference_adder_of_their_kind():
     whose blocks no reference covers is refused."""
     calib = area_model.load_coeffs()["calibration_bounded"]
     assert set(calib) == {"one", "preadd", "pair", "split"}
-    kinds = {}
+    kinds, multi = {}, {}
     for entry in _entries():
         man = entry["manifest"]
         if man["parameters"].get("accum") == "bounded":
             blocks = {e["block"] for e in man["structure"]}
-            kinds[man["unit"], man["parameters"]["residual"]] = \
+            into = multi if unit_spec(man["unit"]).formats else kinds
+            into[man["unit"], man["parameters"]["residual"]] = \
                 area_model.bounded_reference(blocks, calib)
+    # a multi-format unit pairs its slots beside NVFP4's wide term, or splits four
+    assert set(multi.values()) <= {"pair", "split"}
+    assert all(k == "split" for (_, r), k in multi.items() if r != "none")
     assert kinds == {("hif4", "none"): "one", ("nvfp4", "none"): "one",
                      ("hif4", "2:4"): "preadd", ("hif4", "dense"): "preadd",
                      ("mxfp4", "none"): "pair", ("mxfp4", "2:4"): "split",
@@ -256,11 +260,14 @@ def test_register_bits_match_the_synthesized_flip_flops():
     Yosys kept in each synthesized unit. They agree exactly, except NVFP4's that hold a
     constant or an ignored bit (the term's exponent field, always 0, in the registers after
     the front end; bit 7 of the eight scale codes in the input register; in the NVFP4
-    encoder, bit 7 of its four scale codes and the sign bit of T)."""
+    encoder, bit 7 of its four scale codes and the sign bit of T; a multi-format unit with
+    NVFP4, NVFP4's exponent field)."""
     for entry in _entries():
         est = area_model.estimate_manifest(entry["manifest"])
         name = entry["manifest"]["module"]
-        if entry["manifest"]["unit"] == "nvfp4":
+        unit = entry["manifest"]["unit"]
+        if unit == "nvfp4" or "nvfp4" in (unit_spec(unit).formats or ()):
+            # a multi-format unit with NVFP4 registers NVFP4's exponent field too
             assert 0 <= est.flip_flops - entry["flip_flops"] <= 2 + 8, name
         elif entry["manifest"]["unit"] == "nvfp4_quant":
             assert est.flip_flops - entry["flip_flops"] == 4 + 1, name
