@@ -215,7 +215,7 @@ def test_wide_term_alone_where_the_two_are_zero(joined):
         two, diff = mxfp4_terms("none"), None
     else:
         two, diff = HiF4DotUnit(residual="2:4")._terms(), HIF4_MAX_EXP_DIFF
-    terms, steps = _with_wide(two, diff, 3000, 31)
+    terms, steps = _with_wide(two, diff, 1500, 31)
     b = BoundedSpec(terms, diff)
     assert b.wide is terms[-1] and b.term.sig_bits >= 50 and len(b.core) == 2
     got, want = run_rtl(terms, steps, diff), steps.golden()
