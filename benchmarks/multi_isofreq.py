@@ -14,7 +14,9 @@ format, beside the single-format units.
    ``--clock`` or else the *common clock*, the fastest every configuration meets (the
    largest of their least critical paths); then every interleave in turn aimed at the
    clock, the delay script and, where it met it, the area script. Each configuration's
-   figure is its least-area run that meets the clock (:func:`sim.cost.isofreq.best_at`).
+   figure is its least-area run that meets the clock (:func:`sim.cost.isofreq.best_at`),
+   among every run the table holds for it (a ``hif4 sweep isofreq`` aimed elsewhere
+   included: ``docs/multiformat.md`` gives the one its figures come with).
 2. Energy per MAC at the clock on the netlist of that run
    (:func:`sim.cost.libenergy.measure_liberty`, Gaussian stimulus, every output word
    checked against the golden model): a single-format unit on its format, a multi-format
