@@ -711,7 +711,8 @@ class BoundedAdd(wiring.Component):
     terms split (:class:`hwgen.accum_split.SplitSum`: the loop adds their term ``P``, except
     for the one accumulator word that takes the bypass word and for accumulators below
     ``2**(q - 26)``, which take one of ``N``'s words by :class:`hwgen.accum_split.AccVersusE`'s
-    compare).
+    compare). Two pre-added or paired terms may come with a wide term
+    (:data:`WIDE`, :class:`BoundedSpec`), which the loop adds alone where they are zero.
 
     Members
     -------
