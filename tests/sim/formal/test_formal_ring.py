@@ -25,10 +25,11 @@ from hwgen.units import build_unit
 from sim.formal import prove
 
 #: (unit, residual, accum): every adder shape: the full window; the bounded back end with
-#: one term (HiF4, NVFP4), two pre-added (HiF4 2:4), two paired (MXFP4) and four split
-#: (MXFP4 2:4).
+#: one term (HiF4, NVFP4), two pre-added (HiF4 2:4), two paired (MXFP4), two paired beside
+#: a wide term (the MXFP4 + NVFP4 unit) and four split (MXFP4 2:4).
 ADDERS = [("hif4", "none", "window"), ("hif4", "none", "bounded"),
           ("hif4", "2:4", "bounded"), ("mxfp4", "none", "bounded"),
+          ("tc4_mxfp4_nvfp4", "none", "bounded"),
           ("mxfp4", "2:4", "bounded"), ("nvfp4", "none", "bounded")]
 
 
@@ -96,11 +97,11 @@ def _prove(unit, residual, accum, L, mutant, tmp_path):
                  timeout=1800, flatten=True)
 
 
-#: The proofs of the default suite: the three shapes with cuts inside their step-only work
-#: or at every block (a pre-add at L = 2, a pair and one term at L = 8); the others run
-#: with ``make test-all``.
+#: The proofs of the default suite: the shapes with cuts inside their step-only work or at
+#: every block (a pre-add at L = 2, a pair and one term at L = 8, a pair beside a wide term
+#: at L = 2); the others run with ``make test-all``.
 DEFAULT = {("hif4", "2:4", "bounded", 2), ("mxfp4", "none", "bounded", 8),
-           ("nvfp4", "none", "bounded", 8)}
+           ("nvfp4", "none", "bounded", 8), ("tc4_mxfp4_nvfp4", "none", "bounded", 2)}
 
 
 def _cases():
