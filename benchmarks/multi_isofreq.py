@@ -35,6 +35,7 @@ from pathlib import Path
 
 from hif4spec import INTERLEAVES, UNITS, residuals_of
 from sim import sweep
+from sim.cli._util import CLIError, check_output_file, check_png_file
 from sim.cost import isofreq
 from sim.cost.liberty import LIBRARY_NOTE, load_library
 from sim.cost.libenergy import measure_liberty
@@ -150,9 +151,14 @@ def main(argv=None):
     except ValueError as exc:
         print(f"multi_isofreq: {exc}", file=sys.stderr)
         return 2
-    for out in (args.json, args.plot):
-        if out:
-            Path(out).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        if args.json:
+            check_output_file(args.json, "--json")
+        if args.plot:
+            check_png_file(args.plot, "--plot")
+    except CLIError as exc:
+        print(f"multi_isofreq: {exc}", file=sys.stderr)
+        return 2
     lib = load_library(None)
     cfgs = configs()
     common = dict(stages=[STAGES], lanes=64, lib=lib, jobs=args.jobs,
