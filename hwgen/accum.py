@@ -158,6 +158,13 @@ def accum_layout(terms):
     return data.StructLayout(fields)
 
 
+#: The blocks of an adder in :class:`hwgen.ring.Ring` that decode (normalize) the step's
+#: term: its leading-zero count, then its shift. They work on the step alone, so they go
+#: ahead of the accumulator's join, and the loop's decode stage unpacks only the
+#: accumulator word.
+TERM_DECODE, TERM_SHIFT = "decode.term", "decode.shift"
+
+
 def _cut(m, cuts):
     """``cut(value, src, dst, name, reset=False)``: ``value`` moved from block ``src`` to
     block ``dst`` through ``cuts``' registers (:meth:`hwgen.ring.LoopCuts.move`), or
@@ -206,13 +213,36 @@ def leading_zeros(m, value, width, name="lzc", tree=False):
     return count
 
 
-def round_to_word(m, mant, guard, sticky, exp_pre, zero, sign, word):
+def round_to_word(m, mant, guard, sticky, exp_pre, zero, sign, word, pack=None):
     """Drive ``word`` with the FP32 word of a normalized significand: ``mant`` (24 bits,
     its top bit at biased exponent ``exp_pre``, or 0 with ``exp_pre`` = 1 for a
     subnormal), rounded to nearest even by ``guard`` and ``sticky``; a carry out raises the
-    exponent, an exponent of 255 or more gives +-Inf, ``zero`` gives +0."""
+    exponent, an exponent of 255 or more gives +-Inf, ``zero`` gives +0. ``pack(value,
+    name)``, where given, moves the increment's result and the other inputs to where the
+    word is packed (a ring's cut between blocks ``round.rne`` and ``round.pack``)."""
     rounded = Signal(25)
     m.d.comb += rounded.eq(mant + (guard & (sticky | mant[0])))
+    if pack is not None:
+        # Cut: the exponent's two candidates and their overflow tests go beside the
+        # increment, so that packing is a choice by its carry.
+        up, inf_up, inf_at = Signal(8), Signal(), Signal()
+        m.d.comb += [up.eq(exp_pre[:8] + 1), inf_up.eq(exp_pre >= 254),
+                     inf_at.eq(exp_pre >= 255)]
+        rounded, at, up, inf_up, inf_at, zero, sign = (pack(v, n) for v, n in (
+            (rounded, "rounded_sig"), (exp_pre[:8], "pack_exp"), (up, "pack_up"),
+            (inf_up, "pack_inf_up"), (inf_at, "pack_inf_at"), (zero, "pack_zero"),
+            (sign, "pack_sign")))
+        with m.If(zero):
+            m.d.comb += word.eq(0)
+        with m.Elif(Mux(rounded[24], inf_up, rounded[23] & inf_at)):
+            m.d.comb += word.eq(Cat(Const(0, 23), Const(255, 8), sign))
+        with m.Elif(rounded[24]):
+            m.d.comb += word.eq(Cat(Const(0, 23), up, sign))
+        with m.Elif(rounded[23]):
+            m.d.comb += word.eq(Cat(rounded[:23], at, sign))
+        with m.Else():
+            m.d.comb += word.eq(Cat(rounded[:23], Const(0, 8), sign))
+        return
     exp = Signal(signed(len(exp_pre)))
     frac = Signal(23)
     with m.If(rounded[24]):
@@ -325,7 +355,9 @@ class Round(wiring.Component):
         mant, guard, sticky = norm[w - 24:], norm[w - 25], norm[:w - 25].any()
         round_to_word(m, mant, guard, sticky, exp_pre,
                       cut(mag == 0, "round.abs", "round.rne", "zero"),
-                      cut(sign, "round.abs", "round.rne", "sign"), self.word)
+                      cut(sign, "round.abs", "round.rne", "sign"), self.word,
+                      pack=None if self._cuts is None else
+                      lambda v, n: cut(v, "round.rne", "round.pack", n))
         return m
 
     def parts(self):
@@ -359,10 +391,13 @@ class ExactAdd(wiring.Component):
     def loop_blocks(self):
         """``[(block, weight)]`` in datapath order, for :class:`hwgen.ring.Ring`'s cuts:
         the shifts into the window, the window sum, the absolute value, the leading-zero
-        count, the normalising shift, the rounding and the special cases; weights are
-        their rough logic depths."""
-        return [("align.shift", 14), ("align.sum", 30), ("round.abs", 20),
-                ("round.lzc", 20), ("round.norm", 16), ("round.rne", 14), ("special", 3)]
+        count, the normalising shift, the rounding increment, the word's exponent and
+        packing, and the special cases. Weights are delays in units of 10 ps in the
+        FreePDK45 / Nangate library, each block synthesized in a stage of its own
+        (``benchmarks/ring_blocks.py``; HiF4's window, the register overhead left out)."""
+        return [("align.shift", 770), ("align.sum", 570), ("round.abs", 710),
+                ("round.lzc", 370), ("round.norm", 73), ("round.rne", 94), ("round.pack", 70),
+                ("special", 16)]
 
     def elaborate(self, platform):
         m = Module()
@@ -386,7 +421,7 @@ class ExactAdd(wiring.Component):
         # Every value the choice reads reaches its stage here, outside the choice: a cut
         # register made inside a branch would load only when that branch is taken.
         acc = cut(self.acc, "join", "special", "held")
-        rounded = cut(rnd.word, "round.rne", "special", "rounded")
+        rounded = cut(rnd.word, "round.pack", "special", "rounded")
         with m.If(self.step.nan | acc_nan if self._cuts is None else acc_nan):
             m.d.comb += word.eq(NAN_WORD)
         with m.Elif(special):

@@ -51,11 +51,13 @@ small shifted with the jam bit), :class:`AddSub` (the window sum, its sign and m
 :class:`hwgen.accum.ExactAdd`).
 """
 
+from math import log2
+
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .accum import (NAN_WORD, AccumSpec, TermSpec, _cut, _held_port, accum_layout,
+from .accum import (NAN_WORD, TERM_DECODE, TERM_SHIFT, AccumSpec, TermSpec, _cut, _held_port, accum_layout,
                     leading_zeros, round_to_word)
 from .accum_split import E_BITS, SPLIT_BLOCKS, SPLIT_GAP, AccVersusE, SplitSpec, SplitSum
 from .parts import Part, of_term, probe, within
@@ -255,8 +257,9 @@ class PreAdd(wiring.Component):
         m.d.comb += [hi.eq(Mux(first_hi, s1, s2)), lo.eq(Mux(first_hi, s2, s1))]
         hi, lo, shift = (cut(v, "preadd.cmp", "preadd.sum", n)
                          for v, n in ((hi, "pre_hi"), (lo, "pre_lo"), (shift, "pre_shift")))
-        m.d.comb += [self.sig.eq(cut((hi << shift) + lo, "preadd.sum", "decode", "pre_sig")),
-                     self.exp.eq(cut(Mux(first_hi, e2, e1), "preadd.cmp", "decode",
+        m.d.comb += [self.sig.eq(cut((hi << shift) + lo, "preadd.sum", TERM_DECODE,
+                                     "pre_sig")),
+                     self.exp.eq(cut(Mux(first_hi, e2, e1), "preadd.cmp", TERM_DECODE,
                                      "pre_exp"))]
         return m
 
@@ -352,11 +355,12 @@ class JamPair(wiring.Component):
                     (hi_top, "hi_top"), (lo_top, "lo_top"), (lo_j, "lo_j")))
         hi_w = Cat(Const(0, K + 1 - w), hi_sig)
 
-        def out(v, name):
-            return cut(v, "pair.sum", "decode", f"pair_{name}")
+        def out(v, name, dst="decode"):
+            return cut(v, "pair.sum", dst, f"pair_{name}")
         m.d.comb += [
-            self.sig.eq(out(Mux(hi_neg, -hi_w, hi_w) + Mux(lo_neg, -lo_j, lo_j), "sig")),
-            self.exp.eq(out(Mux(hi_zero, 0, hi_top + b.core[0].bias), "exp")),
+            self.sig.eq(out(Mux(hi_neg, -hi_w, hi_w) + Mux(lo_neg, -lo_j, lo_j), "sig",
+                            TERM_DECODE)),
+            self.exp.eq(out(Mux(hi_zero, 0, hi_top + b.core[0].bias), "exp", TERM_DECODE)),
             self.lo_neg.eq(out(lo_neg, "lo_neg")),
             self.lo_sig.eq(out(Cat(Const(0, M - w), lo_sig), "lo_sig")),
             self.lo_top.eq(out(lo_top, "lo_top")), self.lo_zero.eq(out(lo_zero, "lo_zero")),
@@ -407,10 +411,15 @@ class Decode(wiring.Component):
     a_neg, a_sig, a_top, a_zero, t_neg, t_sig, t_top, t_zero : Out
         Bit ``M - 1`` of ``x_sig`` weighs ``2**x_top``; it is the term's leading one, and the
         accumulator's unless the accumulator is subnormal (then ``a_top`` is -126).
+
+    With ``cuts``, the term's inputs are those of block :data:`hwgen.accum.TERM_DECODE`
+    (its count), its shift is block :data:`hwgen.accum.TERM_SHIFT` (both ahead of the
+    join), its outputs those of block ``decode``, where the accumulator is unpacked.
     """
 
-    def __init__(self, bspec):
+    def __init__(self, bspec, cuts=None):
         self._b = b = bspec
+        self._cuts = cuts
         t, M, E = b.term, b.sig, b.exp_bits
         super().__init__({
             "acc": In(32), "zero_acc": In(1), "sig": In(signed(t.sig_bits)),
@@ -438,8 +447,20 @@ class Decode(wiring.Component):
                      self.a_neg.eq(self.acc[31])]
         ext = Cat(Const(0, M - t.sig_bits), mt) if M > t.sig_bits else mt
         lz = leading_zeros(m, ext, M, "t_lz", tree=True)
-        m.d.comb += [self.t_sig.eq(ext << lz), self.t_top.eq(lsb_t + (t.sig_bits - 1) - lz),
-                     self.t_zero.eq(mt == 0), self.t_neg.eq(self.sig < 0)]
+        cut = _cut(m, self._cuts)
+        t_zero, t_neg = mt == 0, self.sig < 0
+        if self._cuts is not None:
+            ext, lz, lsb_t, t_zero, t_neg = (
+                cut(v, TERM_DECODE, TERM_SHIFT, f"dec_{n}") for v, n in (
+                    (ext, "ext"), (lz, "lz"), (lsb_t, "lsb"), (t_zero, "zero"),
+                    (t_neg, "neg")))
+
+        def out(v, name):
+            return cut(v, TERM_SHIFT, "decode", f"dec_{name}")
+        m.d.comb += [self.t_sig.eq(out(ext << lz, "t_sig")),
+                     self.t_top.eq(out(lsb_t + (t.sig_bits - 1) - lz, "t_top")),
+                     self.t_zero.eq(out(t_zero, "t_zero")),
+                     self.t_neg.eq(out(t_neg, "t_neg"))]
         return m
 
     def parts(self):
@@ -540,15 +561,18 @@ class AddSub(wiring.Component):
         Sign of the sum (big's, or small's when small is larger: only in the near case).
     """
 
-    def __init__(self, bspec):
+    def __init__(self, bspec, cuts=None):
         N = bspec.window
         self._n = N
+        self._cuts = cuts
         super().__init__({"big": In(N), "small": In(N), "big_neg": In(1),
                           "small_neg": In(1), "mag": Out(N + 1), "neg": Out(1)})
 
     def elaborate(self, platform):
         m = Module()
         N = self._n
+        if self._cuts is not None:
+            return self._cut_sums(m)
         # Both differences at once, the sign of the first choosing (no negation after it).
         d_bs, d_sb = Signal(signed(N + 2)), Signal(signed(N + 2))
         m.d.comb += [d_bs.eq(self.big - self.small), d_sb.eq(self.small - self.big)]
@@ -558,6 +582,47 @@ class AddSub(wiring.Component):
             m.d.comb += [self.mag.eq(d_sb), self.neg.eq(self.small_neg)]
         with m.Else():
             m.d.comb += [self.mag.eq(d_bs), self.neg.eq(self.big_neg)]
+        return m
+
+    def _cut_sums(self, m):
+        """The ring's adder: the three sums, each a low half (block ``addsub``) and a high
+        half taking its carry (``addsub.hi``), then the choice (``addsub.pick``); blocks in
+        different stages read each other's results through registers. Where both halves
+        share a stage, each sum is made whole (``addsub.hi``; ``addsub`` only passes the
+        operands on)."""
+        N = self._n
+        W, h = N + 1, (N + 1) // 2
+        cut = _cut(m, self._cuts)
+        big, small = Signal(W), Signal(W)
+        m.d.comb += [big.eq(self.big), small.eq(self.small)]
+        if self._cuts.stage("addsub") == self._cuts.stage("addsub.hi"):
+            h = 0                       # one stage: whole sums (halves would ripple)
+        lows = {}
+        for name, a, b, cin in (("total", big, small, 0), ("d_bs", big, ~small, 1),
+                                ("d_sb", small, ~big, 1)):
+            lo = Signal(h + 1, name=f"{name}_lo")
+            m.d.comb += lo.eq(a[:h] + b[:h] + cin if h else cin)
+            lows[name] = cut(lo, "addsub", "addsub.hi", f"{name}_lo")
+        big_hi, small_hi = (cut(v[h:], "addsub", "addsub.hi", n)
+                            for v, n in ((big, "big_hi"), (small, "small_hi")))
+        sums = {}
+        for name, a, b in (("total", big_hi, small_hi), ("d_bs", big_hi, ~small_hi),
+                           ("d_sb", small_hi, ~big_hi)):
+            hi = Signal(W - h, name=f"{name}_hi")
+            m.d.comb += hi.eq(a + b + lows[name][h])
+            whole = Cat(lows[name][:h], hi) if h else hi
+            sums[name] = cut(whole, "addsub.hi", "addsub.pick", name)
+        below = sums["d_bs"][W - 1]                 # the sign of big - small
+        same, big_neg, small_neg = (
+            cut(v, "addsub", "addsub.pick", n) for v, n in (
+                (self.big_neg == self.small_neg, "same"), (self.big_neg, "big_neg"),
+                (self.small_neg, "small_neg")))
+        with m.If(same):
+            m.d.comb += [self.mag.eq(sums["total"]), self.neg.eq(big_neg)]
+        with m.Elif(below):
+            m.d.comb += [self.mag.eq(sums["d_sb"]), self.neg.eq(small_neg)]
+        with m.Else():
+            m.d.comb += [self.mag.eq(sums["d_bs"]), self.neg.eq(big_neg)]
         return m
 
     def parts(self):
@@ -629,7 +694,9 @@ class RoundAt(wiring.Component):
                                + (W - 1) + 127 - shift)
         round_to_word(m, mant, guard, sticky, cut(exp_pre, "round.norm", "round.rne", "exp_pre"),
                       cut(self.mag == 0, "round.lzc", "round.rne", "zero"),
-                      cut(self.neg, "round.lzc", "round.rne", "neg"), self.word)
+                      cut(self.neg, "round.lzc", "round.rne", "neg"), self.word,
+                      pack=None if self._cuts is None else
+                      lambda v, n: cut(v, "round.rne", "round.pack", n))
         return m
 
     def parts(self):
@@ -731,23 +798,39 @@ class BoundedAdd(wiring.Component):
     def term_blocks(self):
         """``[(block, weight)]``, datapath order: the work on the step alone ahead of the
         accumulator's join in :class:`hwgen.ring.Ring` (the pre-add, the pair's normalize,
-        swap and sum, or the split's blocks); weights are rough logic depths."""
+        swap and sum, or the split's blocks; then the term's decode). Weights as
+        :meth:`loop_blocks`'."""
         b = self._b
         if b.split is not None:
-            return [(f"split.{k}", 30) for k in SPLIT_BLOCKS]
-        if b.pair_window is not None:
-            return [("pair.norm", 20), ("pair.swap", 20), ("pair.sum", 18)]
-        if len(b.core) == 2:
-            return [("preadd.cmp", 12), ("preadd.sum", 22)]
-        return []
+            ahead = [(f"split.{k}", 330) for k in SPLIT_BLOCKS]
+        elif b.pair_window is not None:
+            ahead = [("pair.norm", 130), ("pair.swap", 130), ("pair.sum", 130)]
+        elif len(b.core) == 2:
+            ahead = [("preadd.cmp", 57), ("preadd.sum", 140)]
+        else:
+            ahead = []
+        return ahead + [(TERM_DECODE, round(13 * log2(b.sig) - 2)),
+                        (TERM_SHIFT, round(12 * log2(b.sig) + 5))]
 
     def loop_blocks(self):
         """``[(block, weight)]``, datapath order: the blocks the accumulator word goes
-        through in :class:`hwgen.ring.Ring` (the decode, the exponent compare and swap, the
-        jamming shift, the add, the leading-zero count, the normalising shift, the rounding
-        and the special cases); weights are rough logic depths."""
-        return [("decode", 12), ("align.cmp", 10), ("align.shift", 12), ("addsub", 14),
-                ("round.lzc", 10), ("round.norm", 10), ("round.rne", 14), ("special", 3)]
+        through in :class:`hwgen.ring.Ring` (the accumulator's unpack with the pair's or
+        the split's compares, the exponent compare and swap, the jamming shift, the three
+        sums and their choice, the leading-zero count, the normalising shift, the rounding
+        increment, the word's exponent and packing, and the special cases).
+
+        Weights are delays in units of 10 ps in the FreePDK45 / Nangate library, as a
+        function of the window width N where they grow with it, fitted to each block
+        synthesized in a stage of its own (``benchmarks/ring_blocks.py``; the register
+        overhead every stage pays left out)."""
+        b = self._b
+        lg = log2(b.window)
+        decode = 350 if b.split is not None else 60 if b.pair_window is not None else 32
+        return [("decode", decode), ("align.cmp", 75), ("align.shift", round(20 + 10 * lg)),
+                ("addsub", round(22 * lg - 51)), ("addsub.hi", round(22 * lg - 51)),
+                ("addsub.pick", 23),
+                ("round.lzc", round(16 * lg - 12)), ("round.norm", round(17 * lg - 25)),
+                ("round.rne", 88), ("round.pack", 28), ("special", 30)]
 
     @property
     def bspec(self):
@@ -802,9 +885,9 @@ class BoundedAdd(wiring.Component):
         step_first, step_nan = self.step.first, self.step.nan
         acc = cut(self.acc, "join", "decode", "held")
         first = cut(step_first, "in", "decode", "first")
-        m.submodules.decode = dec = Decode(b)
+        m.submodules.decode = dec = Decode(b, cuts)
         m.submodules.align = sa = SwapAlign(b, cuts)
-        m.submodules.addsub = ad = AddSub(b)
+        m.submodules.addsub = ad = AddSub(b, cuts)
         m.submodules.round = rnd = RoundAt(b.window + 1, b.exp_bits, cuts=cuts)
         fields = ("neg", "sig", "top", "zero")
         term = {f: getattr(dec, f"t_{f}") for f in fields}
@@ -814,9 +897,9 @@ class BoundedAdd(wiring.Component):
             wide term alone where the two joined terms are zero."""
             if b.wide is not None:
                 alone = cut(Cat(*(self.step[f"{t.name}_sig"] != 0 for t in b.core)) == 0,
-                            "in", "decode", "wide_alone")
-                wide_sig = cut(self.step[f"{WIDE}_sig"], "in", "decode", "wide_sig")
-                wide_exp = cut(self.step[f"{WIDE}_exp"] + b.wide_offset, "in", "decode",
+                            "in", TERM_DECODE, "wide_alone")
+                wide_sig = cut(self.step[f"{WIDE}_sig"], "in", TERM_DECODE, "wide_sig")
+                wide_exp = cut(self.step[f"{WIDE}_exp"] + b.wide_offset, "in", TERM_DECODE,
                                "wide_exp")
                 sig, exp = Mux(alone, wide_sig, sig), Mux(alone, wide_exp, exp)
             m.d.comb += [dec.sig.eq(sig), dec.exp.eq(exp)]
@@ -861,8 +944,8 @@ class BoundedAdd(wiring.Component):
             feed(pre.sig, pre.exp)
         else:
             t = b.term
-            feed(cut(self.step[f"{t.name}_sig"], "in", "decode", "sig"),
-                 cut(self.step[f"{t.name}_exp"], "in", "decode", "exp"))
+            feed(cut(self.step[f"{t.name}_sig"], "in", TERM_DECODE, "sig"),
+                 cut(self.step[f"{t.name}_exp"], "in", TERM_DECODE, "exp"))
         m.d.comb += [dec.acc.eq(acc), dec.zero_acc.eq(zero_acc)]
         for f in fields:
             m.d.comb += getattr(sa, f"a_{f}").eq(cut(getattr(dec, f"a_{f}"), "decode",
@@ -873,8 +956,8 @@ class BoundedAdd(wiring.Component):
                      ad.small.eq(cut(sa.small, "align.shift", "addsub", "small")),
                      ad.big_neg.eq(cut(sa.big_neg, "align.shift", "addsub", "big_neg")),
                      ad.small_neg.eq(cut(sa.small_neg, "align.shift", "addsub", "small_neg")),
-                     rnd.mag.eq(cut(ad.mag, "addsub", "round.lzc", "mag")),
-                     rnd.neg.eq(cut(ad.neg, "addsub", "round.lzc", "neg")),
+                     rnd.mag.eq(cut(ad.mag, "addsub.pick", "round.lzc", "mag")),
+                     rnd.neg.eq(cut(ad.neg, "addsub.pick", "round.lzc", "neg")),
                      rnd.base.eq(cut(sa.base, "align.shift", "round.lzc", "base"))]
         if cuts is None:
             special = ~self.step.first & (self.acc[23:31] == 255)
@@ -895,7 +978,7 @@ class BoundedAdd(wiring.Component):
         # Every value the choice reads reaches its stage here, outside the choice: a cut
         # register made inside a branch would load only when that branch is taken.
         acc = cut(self.acc, "join", "special", "held")
-        rounded = cut(rnd.word, "round.rne", "special", "rounded")
+        rounded = cut(rnd.word, "round.pack", "special", "rounded")
         with m.If(nan):
             m.d.comb += word.eq(NAN_WORD)
         with m.Elif(special):

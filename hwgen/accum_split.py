@@ -41,7 +41,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .accum import _cut, accum_layout, leading_zeros
+from .accum import TERM_DECODE, _cut, accum_layout, leading_zeros
 from .parts import Part, probe, within
 
 __all__ = ["SPLIT_GAP", "SPLIT_BLOCKS", "SplitSpec", "SortTerms", "ClusterSums",
@@ -716,9 +716,9 @@ class SplitSum(wiring.Component):
         link(rs, "residue", pk, "pick", ("b_any", "b_neg", "b_mag", "b_top", "c_any", "c_neg",
                                          "a_neg"))
         link(rs, "residue", fr, "frame", ("q", "below"))
-        def out(v, block, name):
-            """A value of block ``block`` where the adder's decode reads the outputs."""
-            return cut(v, f"split.{block}", "decode", f"split_out_{name}")
+        def out(v, block, name, dst="decode"):
+            """A value of block ``block`` where the adder's decode (``dst``) reads it."""
+            return cut(v, f"split.{block}", dst, f"split_out_{name}")
         link(lt, "term", nr, "nearest", ("fn",))
         link(lt, "term", pk, "pick", ("a_neg",))
         link(lt, "term", fr, "frame", ("q",))
@@ -730,8 +730,8 @@ class SplitSum(wiring.Component):
         zero = out(pk.zero, "pick", "zero")
         p_zero = cut(pk.zero, "split.pick", "split.term", "split_p_zero")
         m.d.comb += [self.zero.eq(zero),
-                     self.p_sig.eq(out(Mux(p_zero, 0, lt.p_sig), "term", "p_sig")),
-                     self.p_exp.eq(out(lt.p_exp, "term", "p_exp")),
+                     self.p_sig.eq(out(Mux(p_zero, 0, lt.p_sig), "term", "p_sig", TERM_DECODE)),
+                     self.p_exp.eq(out(lt.p_exp, "term", "p_exp", TERM_DECODE)),
                      self.a_word.eq(out(nr.a_word, "nearest", "a_word")),
                      self.a_valid.eq(out(nr.a_valid, "nearest", "a_valid") & ~zero),
                      self.q.eq(out(fr.q, "frame", "q")),

@@ -54,7 +54,8 @@ from .liberty import load_library
 from .sta import analyze
 
 __all__ = ["SCRIPTS", "FLOW_VERSION", "DEFAULT_CACHE", "LibSynthResult", "synthesize_liberty",
-           "load_netlist", "abc_target", "flow_script", "loop_modules", "default_backend"]
+           "load_netlist", "abc_target", "flow_script", "loop_modules", "default_backend",
+           "ring_stages"]
 
 #: The ABC scripts of the flow (see the module docstring); ``{D}`` is the delay target.
 SCRIPTS = {
@@ -271,6 +272,50 @@ def load_netlist(result, cache_dir=DEFAULT_CACHE):
     """Yosys' JSON netlist (a dict) of a cached :class:`LibSynthResult`."""
     with gzip.open(Path(cache_dir, result.key, "netlist.json.gz"), "rt") as handle:
         return json.load(handle)
+
+
+_STAGE_REG = re.compile(r"_s(\d+)$")
+
+
+def ring_stages(result, lib=None, cache_dir=DEFAULT_CACHE):
+    """``{k: (data_ps, other_ps, cells)}`` of a cached :class:`LibSynthResult` of a ring
+    (:mod:`hwgen.ring`), for each stage boundary ``k``: the latest arrival (setup included,
+    :func:`sim.cost.sta.analyze`) into the flip-flops of the cut registers named
+    ``<name>_s<k>`` (those that stage ``k`` reads, made in stages before it: stage
+    ``k - 1``'s logic) from the ring's data registers (the cut registers and the exit
+    register, ``word``) and from anywhere else (the module's inputs, the step among them;
+    the registers that drive the enable every register waits for), and the cell types
+    along the latest path. Key ``"exit"``: the same into every other flip-flop (the exit
+    register, the turn counter)."""
+    lib = lib or load_library()
+    netlist = load_netlist(result, cache_dir)
+    mod = netlist["modules"][result.top]
+    names = {}
+    for name, net in mod["netnames"].items():
+        for b in net["bits"]:
+            names.setdefault(b, []).append(name)
+
+    def stage(cell):
+        q = next((b for pin, bits in mod["cells"][cell]["connections"].items()
+                  if pin in ("Q", "QN") for b in bits), None)
+        found = [n for n in names.get(q, ())]
+        k = next((int(m.group(1)) for n in found if (m := _STAGE_REG.search(n))), None)
+        if k is not None:
+            return k
+        return "word" if any(n == "word" or n.endswith(".word") for n in found) else "exit"
+
+    kinds = {c: stage(c) for c, v in mod["cells"].items()
+             if v["type"] in lib.cells and lib.cells[v["type"]].ff is not None}
+    data = {c for c, k in kinds.items() if k != "exit"}
+    ends = analyze(netlist, lib, result.top, loop_ffs=data, endpoints=True).endpoints
+    out = {}
+    for cell, (ff, other, _, path) in ends.items():
+        k = kinds[cell] if kinds[cell] != "word" else "exit"
+        a, b, p = out.get(k, (0.0, 0.0, []))
+        if max(ff, other) > max(a, b):
+            p = path
+        out[k] = (max(a, ff), max(b, other), p)
+    return out
 
 
 def _run(work, timeout, backend):

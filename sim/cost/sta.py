@@ -56,6 +56,7 @@ class Timing:
     feed_forward: float
     fo4: float
     path: list
+    endpoints: dict = None
 
     def to_json(self):
         return {"critical_ps": self.critical, "loop_ps": self.loop,
@@ -157,10 +158,14 @@ def _sccs(nodes, succ):
     return comp, cyclic
 
 
-def analyze(netlist, lib, top=None, *, wire_load=True, loop_ffs=None):
+def analyze(netlist, lib, top=None, *, wire_load=True, loop_ffs=None, endpoints=False):
     """The :class:`Timing` of Yosys' JSON ``netlist`` (a dict) mapped to ``lib``;
     ``wire_load=False`` leaves the wire-load model out (as ABC's ``stime`` does);
-    ``loop_ffs`` names the loop's flip-flop cells (see the module docstring)."""
+    ``loop_ffs`` names the loop's flip-flop cells (see the module docstring). With
+    ``endpoints``, :attr:`Timing.endpoints` maps every flip-flop cell to ``(loop, other,
+    launch, path)``: the latest arrival at its data pin, setup included, of paths from
+    loop registers and from all others (0 where none), the flip-flop cell (None: a module
+    input) that launches its latest path, and that path's cell types."""
     mod, cells, drivers, sinks, ports = netlist_graph(netlist, top, lib)
     libcells = lib.cells
     for name, (ctype, _, _) in cells.items():
@@ -313,8 +318,22 @@ def analyze(netlist, lib, top=None, *, wire_load=True, loop_ffs=None):
                 slew[ob] = s_out
                 pred[ob] = (n, best)
 
+    def trace(b):
+        """The cells of the latest path into net ``b``, launch first (its flip-flop, if
+        any, included), and the launching flip-flop cell (None: a module input)."""
+        path = []
+        while b is not None and pred.get(b) is not None:
+            cell, b = pred[b]
+            path.append(cell)
+        d = drivers.get(b) if b is not None else None
+        if d is not None and d[0] is not None:
+            path.append(d[0])
+        path.reverse()
+        return path, (d[0] if d is not None else None)
+
     critical, crit_end = 0.0, None
     t_loop, t_ff = 0.0, 0.0
+    ends = {} if endpoints else None
     for name, (ctype, conns, dirs) in cells.items():
         if not is_ff[name]:
             continue
@@ -324,6 +343,12 @@ def analyze(netlist, lib, top=None, *, wire_load=True, loop_ffs=None):
                 continue
             setup = max(lookup(t, slew[b][0], lib.default_slew) for t in c.ff["setup"])
             lo, oo = max(arr_l[b]) + setup, max(arr_o[b]) + setup
+            if ends is not None:
+                old = ends.get(name, (0.0, 0.0, None, []))
+                if max(lo, oo) > max(old[0], old[1]):
+                    path, first = trace(b)
+                    old = (old[0], old[1], first, [cells[c][0] for c in path])
+                ends[name] = (max(old[0], lo), max(old[1], oo), old[2], old[3])
             if max(lo, oo) > critical:
                 critical, crit_end = max(lo, oo), b
             if name in loop_ffs:
@@ -340,14 +365,6 @@ def analyze(netlist, lib, top=None, *, wire_load=True, loop_ffs=None):
             t_ff = max(t_ff, f)
             if f > critical:
                 critical, crit_end = f, b
-    path = []
-    b = crit_end
-    while b is not None and pred.get(b) is not None:
-        cell, b = pred[b]
-        path.append(cells[cell][0])
-    d = drivers.get(b) if b is not None else None
-    if d is not None and d[0] is not None:
-        path.append(cells[d[0]][0])
-    path.reverse()
+    path = [cells[c][0] for c in trace(crit_end)[0]] if crit_end is not None else []
     t_loop = max(t_loop, 0.0)
-    return Timing(critical, t_loop, t_ff, lib.fo4(), path)
+    return Timing(critical, t_loop, t_ff, lib.fo4(), path, ends)

@@ -155,3 +155,36 @@ def test_standard_unit_splits_loop_from_feed_forward(nangate):
     slow = synthesize_liberty(text, manifest=manifest, lib=nangate, script="delay",
                               clock_ps=2 * t["critical_ps"])
     assert slow.meets is True
+
+
+RING3 = """module ring3(input clk, input [7:0] x, output [15:0] y);
+  reg [7:0] a_s1;
+  reg [15:0] b_s2, word;
+  always @(posedge clk) begin
+    a_s1 <= x + 8'd3;
+    b_s2 <= a_s1 * a_s1;
+    word <= b_s2 + 16'd1;
+  end
+  assign y = word;
+endmodule
+"""
+
+
+def test_endpoints_and_ring_stages(nangate, tmp_path):
+    """Every flip-flop's latest arrival (the critical path is the latest of them), and a
+    ring's stages told apart by their registers' names: ``<name>_s<k>`` is boundary k,
+    ``word`` the exit; a stage's data come from those registers, not from the inputs."""
+    r = synthesize_liberty(RING3, top="ring3", lib=nangate, script="delay",
+                           cache_dir=tmp_path)
+    net = libsynth.load_netlist(r, tmp_path)
+    t = sta.analyze(net, nangate, "ring3", loop_ffs=set(), endpoints=True)
+    # every flip-flop but those with a constant input (bit 1 of a square is 0)
+    assert r.flip_flops == 40 and 36 <= len(t.endpoints) < 40
+    assert max(max(a, b) for a, b, _, _ in t.endpoints.values()) == pytest.approx(t.critical)
+    assert all(launch is None for a, b, launch, _ in t.endpoints.values() if a == b == 0)
+    stages = libsynth.ring_stages(r, nangate, tmp_path)
+    assert set(stages) == {1, 2, "exit"}
+    assert stages[1][0] == 0 and stages[1][1] > 0          # x + 3: from the input
+    assert stages[2][0] > stages["exit"][0] > 0            # the product, then the increment
+    assert stages[2][0] == pytest.approx(t.critical)
+    assert stages[2][2][0].startswith("DFF")
