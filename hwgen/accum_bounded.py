@@ -588,31 +588,36 @@ class AddSub(wiring.Component):
         """The ring's adder: the three sums, each a low half (block ``addsub``) and a high
         half taking its carry (``addsub.hi``), then the choice (``addsub.pick``); blocks in
         different stages read each other's results through registers. Where both halves
-        share a stage, each sum is made whole (``addsub.hi``; ``addsub`` only passes the
-        operands on)."""
+        share a stage, the sums are made whole, as without cuts."""
         N = self._n
         W, h = N + 1, (N + 1) // 2
         cut = _cut(m, self._cuts)
-        big, small = Signal(W), Signal(W)
-        m.d.comb += [big.eq(self.big), small.eq(self.small)]
         if self._cuts.stage("addsub") == self._cuts.stage("addsub.hi"):
-            h = 0                       # one stage: whole sums (halves would ripple)
-        lows = {}
-        for name, a, b, cin in (("total", big, small, 0), ("d_bs", big, ~small, 1),
-                                ("d_sb", small, ~big, 1)):
-            lo = Signal(h + 1, name=f"{name}_lo")
-            m.d.comb += lo.eq(a[:h] + b[:h] + cin if h else cin)
-            lows[name] = cut(lo, "addsub", "addsub.hi", f"{name}_lo")
-        big_hi, small_hi = (cut(v[h:], "addsub", "addsub.hi", n)
-                            for v, n in ((big, "big_hi"), (small, "small_hi")))
-        sums = {}
-        for name, a, b in (("total", big_hi, small_hi), ("d_bs", big_hi, ~small_hi),
-                           ("d_sb", small_hi, ~big_hi)):
-            hi = Signal(W - h, name=f"{name}_hi")
-            m.d.comb += hi.eq(a + b + lows[name][h])
-            whole = Cat(lows[name][:h], hi) if h else hi
-            sums[name] = cut(whole, "addsub.hi", "addsub.pick", name)
-        below = sums["d_bs"][W - 1]                 # the sign of big - small
+            # one stage: the sums whole, as the uncut adder makes them (halves would ripple)
+            total, d_bs, d_sb = Signal(W), Signal(signed(N + 2)), Signal(signed(N + 2))
+            m.d.comb += [total.eq(self.big + self.small), d_bs.eq(self.big - self.small),
+                         d_sb.eq(self.small - self.big)]
+            sums = {n: cut(v, "addsub", "addsub.pick", n)
+                    for v, n in ((total, "total"), (d_bs, "d_bs"), (d_sb, "d_sb"))}
+            below = cut(d_bs < 0, "addsub", "addsub.pick", "below")
+        else:
+            big, small = Signal(W), Signal(W)
+            m.d.comb += [big.eq(self.big), small.eq(self.small)]
+            lows = {}
+            for name, a, b, cin in (("total", big, small, 0), ("d_bs", big, ~small, 1),
+                                    ("d_sb", small, ~big, 1)):
+                lo = Signal(h + 1, name=f"{name}_lo")
+                m.d.comb += lo.eq(a[:h] + b[:h] + cin)
+                lows[name] = cut(lo, "addsub", "addsub.hi", f"{name}_lo")
+            big_hi, small_hi = (cut(v[h:], "addsub", "addsub.hi", n)
+                                for v, n in ((big, "big_hi"), (small, "small_hi")))
+            sums = {}
+            for name, a, b in (("total", big_hi, small_hi), ("d_bs", big_hi, ~small_hi),
+                               ("d_sb", small_hi, ~big_hi)):
+                hi = Signal(W - h, name=f"{name}_hi")
+                m.d.comb += hi.eq(a + b + lows[name][h])
+                sums[name] = cut(Cat(lows[name][:h], hi), "addsub.hi", "addsub.pick", name)
+            below = sums["d_bs"][W - 1]             # the sign of big - small
         same, big_neg, small_neg = (
             cut(v, "addsub", "addsub.pick", n) for v, n in (
                 (self.big_neg == self.small_neg, "same"), (self.big_neg, "big_neg"),
@@ -827,7 +832,7 @@ class BoundedAdd(wiring.Component):
         lg = log2(b.window)
         decode = 350 if b.split is not None else 60 if b.pair_window is not None else 32
         return [("decode", decode), ("align.cmp", 75), ("align.shift", round(20 + 10 * lg)),
-                ("addsub", round(22 * lg - 51)), ("addsub.hi", round(22 * lg - 51)),
+                ("addsub", round(18 * lg - 42)), ("addsub.hi", round(18 * lg - 42)),
                 ("addsub.pick", 23),
                 ("round.lzc", round(16 * lg - 12)), ("round.norm", round(17 * lg - 25)),
                 ("round.rne", 88), ("round.pack", 28), ("special", 30)]
