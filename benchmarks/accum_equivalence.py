@@ -6,6 +6,7 @@ model (:func:`sim.dot.accumulate`).
 Usage::
 
     python benchmarks/accum_equivalence.py [--steps N] [--unit UNIT ...] [--seed S]
+        [--interleave LIST]
 
 Units: every registered dot unit in each of its residual modes (:data:`UNITS`), with the
 terms and the exponent-field bound its accumulator gets: ``hif4`` (HiF4 without residual,
@@ -18,7 +19,10 @@ steps are :func:`sim.stimulus.accum.accum_steps` (random, and the adversarial cl
 there), ``N`` per unit (default 1,000,000).
 
 Per unit one Verilog module (:class:`Pair`) feeds the same ``acc`` and ``step`` into both
-back ends; Verilator builds it with a C++ harness that reads a file of steps and writes both
+back ends (with ``--interleave`` L > 1, each adder cut as a ring of L accumulators cuts it,
+:func:`hwgen.ring.place`, its cut registers always loading and its accumulator input
+delayed by its P stages ahead of the join; both words come out the larger P + L - 1
+cycles after their step, and the harness clocks the module once per step); Verilator builds it with a C++ harness that reads a file of steps and writes both
 words of each, into ``build/accum_equiv/<unit>/`` (cached by the hash of the sources, so a
 rerun skips the build; a first build takes about 10 s per unit on two cores, about a minute
 for the split units).
@@ -44,13 +48,15 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 from amaranth.back import verilog  # noqa: E402
-from amaranth.hdl import Module, UnusedElaboratable  # noqa: E402
+from amaranth.hdl import Module, Signal, UnusedElaboratable  # noqa: E402
 from amaranth.lib import wiring  # noqa: E402
 from amaranth.lib.wiring import In, Out  # noqa: E402
 
 from hwgen.accum import AccumSpec, ExactAdd, accum_layout  # noqa: E402
 from hwgen.accum_bounded import BoundedAdd  # noqa: E402
-from hif4spec import units_of_kind  # noqa: E402
+from hwgen.parts import probe  # noqa: E402
+from hwgen.ring import place  # noqa: E402
+from hif4spec import INTERLEAVES, units_of_kind  # noqa: E402
 from hwgen.units import build_unit  # noqa: E402
 from sim.cli import _Parser  # noqa: E402
 from sim.cost.activity import ActivityError, verilate  # noqa: E402
@@ -88,15 +94,17 @@ CHUNK = 1 << 17
 #: Mismatching steps printed per unit.
 SHOW = 5
 
-def harness(k):
+def harness(k, latency=0):
     """The C++ harness for steps of ``k`` 32-bit words (Verilator's port is a 64-bit integer
-    for ``k <= 2``, a ``VlWide`` array above)."""
+    for ``k <= 2``, a ``VlWide`` array above); with a ``latency`` it clocks the pair once per
+    step and reads each step's words ``latency`` cycles later."""
     rec = 1 + k
     if k <= 2:
         load = ("top->step = (uint64_t)in[r + 1]"
                 + (" | ((uint64_t)in[r + 2] << 32);" if k == 2 else ";"))
     else:
         load = f"for (int j = 0; j < {k}; ++j) top->step[j] = in[r + 1 + j];"
+    low, edge = ("top->clk = 0; ", "top->clk = 1; top->eval();") if latency else ("", "")
     return f"""\
 // V{TOP} STEPS OUT: STEPS holds {rec} little-endian 32-bit words per step (acc, then the
 // step's bits from bit 0); OUT receives two per step (window word, bounded word).
@@ -120,13 +128,17 @@ int main(int argc, char** argv) {{
   VerilatedContext ctx;
   V{TOP}* top = new V{TOP}(&ctx);
   std::vector<uint32_t> out(2 * n);
-  for (size_t i = 0; i < n; ++i) {{
-    const size_t r = {rec} * i;
+  const size_t lat = {latency};
+  for (size_t i = 0; i < n + lat; ++i) {{
+    const size_t r = {rec} * (i < n ? i : n - 1);
     top->acc = in[r];
     {load}
-    top->eval();
-    out[2 * i] = top->window;
-    out[2 * i + 1] = top->bounded;
+    {low}top->eval();
+    if (i >= lat) {{
+      out[2 * (i - lat)] = top->window;
+      out[2 * (i - lat) + 1] = top->bounded;
+    }}
+    {edge}
   }}
   FILE* fo = std::fopen(argv[2], "wb");
   if (!fo || std::fwrite(out.data(), 4, out.size(), fo) != out.size()) {{
@@ -156,31 +168,70 @@ class Pair(wiring.Component):
         :class:`hwgen.accum_bounded.BoundedAdd`'s word.
     """
 
-    def __init__(self, terms, max_exp_diff=None):
+    def __init__(self, terms, max_exp_diff=None, interleave=1):
         self._terms, self._diff = list(terms), max_exp_diff
+        self._l = interleave
         super().__init__({"acc": In(32), "step": In(accum_layout(self._terms)),
                           "window": Out(32), "bounded": Out(32)})
 
+    def makers(self):
+        """``[(name, make_add(cuts))]`` of the two back ends."""
+        return [("window", lambda cuts: ExactAdd(AccumSpec(self._terms), cuts)),
+                ("bounded", lambda cuts: BoundedAdd(self._terms, self._diff, cuts=cuts))]
+
+    @property
+    def latency(self):
+        """Cycles from a step to both words: 0 for one-cycle adders; with ``interleave``
+        L > 1 the larger of the two cut adders' P + L - 1."""
+        if self._l == 1:
+            return 0
+        return max(place(probe(make(None)), self._l).join + self._l - 1
+                   for _, make in self.makers())
+
     def elaborate(self, platform):
         m = Module()
-        m.submodules.window = win = ExactAdd(AccumSpec(self._terms))
-        m.submodules.bounded = bnd = BoundedAdd(self._terms, self._diff)
-        for add, word in ((win, self.window), (bnd, self.bounded)):
-            m.d.comb += [add.acc.eq(self.acc), add.step.eq(self.step), word.eq(add.word)]
+        D = self.latency
+        for name, make in self.makers():
+            if self._l == 1:
+                add = make(None)
+                m.submodules[name] = add
+                m.d.comb += [add.acc.eq(self.acc), add.step.eq(self.step),
+                             getattr(self, name).eq(add.word)]
+                continue
+            # The ring's cut adder with its registers always loading: the step at the
+            # input, the accumulator P cycles later (where the ring's word joins), the word
+            # P + L - 1 cycles after the step, then delayed to the pair's latency.
+            cuts = place(probe(make(None)), self._l)
+            m.submodules[name] = add = make(cuts)
+            m.d.comb += [cuts.enable.eq(1), add.step.eq(self.step),
+                         add.acc.eq(_delayed(m, self.acc, cuts.join, f"{name}_acc")),
+                         getattr(self, name).eq(_delayed(
+                             m, add.word, D - (cuts.join + self._l - 1), f"{name}_word"))]
         return m
 
 
-def build(unit, report=None):
+def _delayed(m, value, n, name):
+    """``value`` through ``n`` registers."""
+    for k in range(n):
+        reg = Signal.like(value, name=f"{name}_d{k}")
+        m.d.sync += reg.eq(value)
+        value = reg
+    return value
+
+
+def build(unit, report=None, interleave=1):
     """The folder of the unit's harness executable (built, or found in the cache);
     ``report()`` is called about once a second while Verilator runs."""
     terms, diff = UNITS[unit]()
-    text = verilog.convert(Pair(terms, diff), name=TOP, emit_src=False)
-    sources = {f"{TOP}.v": text, "harness.cpp": harness(_words(terms))}
+    pair = Pair(terms, diff, interleave)
+    text = verilog.convert(pair, name=TOP, emit_src=False)
+    sources = {f"{TOP}.v": text, "harness.cpp": harness(_words(terms), pair.latency)}
+    folder = unit if interleave == 1 else f"{unit}_i{interleave}"
     result = {}
 
     def work():
         try:
-            result["folder"] = verilate(sources, TOP, BUILD_ROOT / unit, TOP,
+            result["folder"] = verilate(sources, TOP, BUILD_ROOT / folder, TOP,
                                         args=VERILATOR_ARGS, make_opts=MAKE_OPTS)
         except BaseException as exc:        # re-raised in the caller's thread
             result["error"] = exc
@@ -225,7 +276,7 @@ def simulate(folder, acc, words, report=None):
     return out[:, 0], out[:, 1]
 
 
-def run_unit(unit, steps, seed, report=None):
+def run_unit(unit, steps, seed, report=None, interleave=1):
     """Build (cached) and run ``steps`` steps of ``unit``; returns a result dict:
     ``steps``, ``bounded_vs_window``, ``window_vs_golden``, ``bounded_vs_golden``
     (mismatch counts), ``classes`` (steps per class), ``results`` (golden words that are +-0,
@@ -233,7 +284,7 @@ def run_unit(unit, steps, seed, report=None):
     ``build_s``, ``stimulus_s``, ``sim_s``. ``report(done, what)`` follows the work."""
     rep = report or (lambda done, what: None)
     t0 = time.perf_counter()
-    folder = build(unit, lambda: rep(0, f"{unit}: Verilator build"))
+    folder = build(unit, lambda: rep(0, f"{unit}: Verilator build"), interleave)
     t1 = time.perf_counter()
     terms, diff = UNITS[unit]()
     st = accum_steps(terms, steps, seed, diff)
@@ -281,6 +332,18 @@ def _steps(text):
     return n
 
 
+def _ways(text):
+    try:
+        ways = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of integers: {text!r}") from None
+    bad = [w for w in ways if w not in INTERLEAVES]
+    if bad:
+        raise argparse.ArgumentTypeError(
+            f"takes values of {','.join(map(str, INTERLEAVES))}, not {bad[0]}")
+    return list(dict.fromkeys(ways))
+
+
 def main(argv=None):
     warnings.simplefilter("ignore", UnusedElaboratable)
     ap = _Parser(prog="accum_equivalence.py",
@@ -290,22 +353,28 @@ def main(argv=None):
     ap.add_argument("--unit", nargs="+", action="extend", choices=list(UNITS), metavar="UNIT",
                     help=f"units to run: {', '.join(UNITS)} (default: all)")
     ap.add_argument("--seed", type=int, default=1, help="stimulus seed (default 1)")
+    ap.add_argument("--interleave", type=_ways, default=[1], metavar="LIST",
+                    help="comma-separated L of 1,2,4,8: each back end's adder cut as an "
+                         "L-accumulator ring cuts it (default 1)")
     args = ap.parse_args(argv)
-    units = list(dict.fromkeys(args.unit or UNITS))
+    runs = {(u if L == 1 else f"{u}_i{L}"): (u, L)
+            for u in dict.fromkeys(args.unit or UNITS) for L in args.interleave}
+    units = list(runs)
     total = args.steps * len(units)
     t0 = time.perf_counter()
     progress = Reporter("accum equivalence", unit="step")
     results = {}
     print(f"bounded vs window back end: {args.steps:,} steps per unit, seed {args.seed}")
-    print(f"{'unit':<11} {'steps':>9} {'bounded!=window':>15} {'window!=golden':>14} "
+    print(f"{'unit':<14} {'steps':>9} {'bounded!=window':>15} {'window!=golden':>14} "
           f"{'bounded!=golden':>15} {'build s':>8} {'stim s':>7} {'sim s':>7}", flush=True)
     try:
         for k, unit in enumerate(units):
             base = k * args.steps
-            r = run_unit(unit, args.steps, args.seed,
-                         lambda done, what: progress(base + done, total, what))
+            r = run_unit(runs[unit][0], args.steps, args.seed,
+                         lambda done, what: progress(base + done, total, what),
+                         interleave=runs[unit][1])
             results[unit] = r
-            print(f"{unit:<11} {r['steps']:>9,} {r['bounded_vs_window']:>15,} "
+            print(f"{unit:<14} {r['steps']:>9,} {r['bounded_vs_window']:>15,} "
                   f"{r['window_vs_golden']:>14,} {r['bounded_vs_golden']:>15,} "
                   f"{r['build_s']:>8.1f} {r['stimulus_s']:>7.1f} {r['sim_s']:>7.1f}",
                   flush=True)

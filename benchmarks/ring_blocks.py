@@ -7,13 +7,14 @@ standard residual modes, both exact back ends), its accumulator ring
 (``term_blocks()`` ahead of the join, then ``loop_blocks()``, then empty stages to the
 next power of two), maps it to the FreePDK45 / Nangate library with the liberty flow's
 ``delay`` script (:mod:`sim.cost.libsynth`) and times each stage
-(:func:`sim.cost.libsynth.ring_stages`). A stage's time is that of its data: its block's logic
-plus what every stage pays, a flip-flop's clock-to-Q, the hold multiplexer of the ring's
-enable and setup; the empty stages measure that floor. (The enable itself, the output's
-ready fanned out to every register, is one path the same for every stage, left out.) It prints per block the stage's time,
-the block's own (time less floor) and the weight ``loop_blocks()`` / ``term_blocks()``
-give it, scaled to the same total, so that a partition by those weights can be checked
-against the library. Results are cached by Verilog text, so a rerun prints at once.
+(:func:`sim.cost.libsynth.ring_stages`). A stage's time is that of its data: its block's
+logic plus what every stage pays, a flip-flop's clock-to-Q, the hold multiplexer of the
+ring's enable and setup; the empty stages measure that floor. (The enable itself, the output's
+ready fanned out to every register, is one path the same for every stage, left out.) It
+prints per block the stage's time, the block's own (time less floor) and the weight
+``loop_blocks()`` / ``term_blocks()`` give it, scaled to the same total, so that a
+partition by those weights can be checked against the library. Results are cached by
+Verilog text, so a rerun prints at once.
 """
 
 import argparse
@@ -99,7 +100,8 @@ def main(argv=None):
     try:
         units = args.units.split(",")
         for u in units:
-            unit_spec(u)
+            if unit_spec(u).kind != "dot":
+                raise ValueError(f"{u} is an encoder: it has no accumulator ring")
         accums = args.accums.split(",")
         bad = [a for a in accums if a not in EXACT_ACCUMS]
         if bad:

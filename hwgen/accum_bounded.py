@@ -57,8 +57,8 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .accum import (NAN_WORD, TERM_DECODE, TERM_SHIFT, AccumSpec, TermSpec, _cut, _held_port, accum_layout,
-                    leading_zeros, round_to_word)
+from .accum import (NAN_WORD, TERM_DECODE, TERM_SHIFT, AccumSpec, TermSpec, _cut, _held_port,
+                    accum_layout, leading_zeros, round_to_word)
 from .accum_split import E_BITS, SPLIT_BLOCKS, SPLIT_GAP, AccVersusE, SplitSpec, SplitSum
 from .parts import Part, of_term, probe, within
 

@@ -222,7 +222,8 @@ def _split_classes_hit(st, terms, g):
 
 
 def test_bad_arguments_one_line():
-    for args in (["--unit", "mxfp4_x"], ["--steps", "0"], ["--steps", "x"]):
+    for args in (["--unit", "mxfp4_x"], ["--steps", "0"], ["--steps", "x"],
+                 ["--interleave", "3"], ["--interleave", "2,x"]):
         proc = subprocess.run([sys.executable, str(BENCH), *args], capture_output=True,
                               text=True, cwd=REPO)
         assert proc.returncode == 2, proc.stderr
@@ -239,4 +240,19 @@ def test_equivalence_run():
             if line.split()[:1] and line.split()[0] in UNITS}
     assert sorted(rows) == sorted(UNITS)
     for unit, row in rows.items():
+        assert row[1:5] == ["20,000", "0", "0", "0"], row
+
+
+@pytest.mark.slow
+def test_equivalence_run_of_cut_adders():
+    """Both back ends cut as rings of 2 and 8 accumulators cut them, words compared
+    P + L - 1 cycles after their step."""
+    proc = subprocess.run([sys.executable, str(BENCH), "--steps", "20000", "--seed", "3",
+                           "--unit", "hif4_24", "mxfp4", "--interleave", "2,8"],
+                          capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = {line.split()[0]: line.split() for line in proc.stdout.splitlines()
+            if line.split()[:1] and line.split()[0].rsplit("_i", 1)[0] in UNITS}
+    assert sorted(rows) == ["hif4_24_i2", "hif4_24_i8", "mxfp4_i2", "mxfp4_i8"]
+    for row in rows.values():
         assert row[1:5] == ["20,000", "0", "0", "0"], row
