@@ -296,21 +296,22 @@ def ring_stages(result, lib=None, cache_dir=DEFAULT_CACHE):
             names.setdefault(b, []).append(name)
 
     def stage(cell):
+        """``(boundary k or "exit", whether the flip-flop holds the ring's data)``."""
         q = next((b for pin, bits in mod["cells"][cell]["connections"].items()
                   if pin in ("Q", "QN") for b in bits), None)
-        found = [n for n in names.get(q, ())]
+        found = names.get(q, ())
         k = next((int(m.group(1)) for n in found if (m := _STAGE_REG.search(n))), None)
         if k is not None:
-            return k
-        return "word" if any(n == "word" or n.endswith(".word") for n in found) else "exit"
+            return k, True
+        return "exit", any(n == "word" or n.endswith(".word") for n in found)
 
     kinds = {c: stage(c) for c, v in mod["cells"].items()
              if v["type"] in lib.cells and lib.cells[v["type"]].ff is not None}
-    data = {c for c, k in kinds.items() if k != "exit"}
+    data = {c for c, (_, held) in kinds.items() if held}
     ends = analyze(netlist, lib, result.top, loop_ffs=data, endpoints=True).endpoints
     out = {}
     for cell, (ff, other, _, path) in ends.items():
-        k = kinds[cell] if kinds[cell] != "word" else "exit"
+        k = kinds[cell][0]
         a, b, p = out.get(k, (0.0, 0.0, []))
         if max(ff, other) > max(a, b):
             p = path
