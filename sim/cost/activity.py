@@ -40,6 +40,8 @@ from pathlib import Path
 
 import numpy as np
 
+from sim.tools import make_verilated
+
 from .netlist import bit_name
 
 __all__ = ["WRAPPER", "BUILD_ROOT", "ActivityError", "Port", "module_ports", "wrapper_verilog",
@@ -260,16 +262,16 @@ def verilate(sources, top, build_root, name, *, args=VERILATOR_ARGS, make_opts=_
     logf = work / "build.log"
     kept = build_root / f"{name}-{key}.failed.log"
     cmd = ["verilator", *args, "--top-module", top, "-Mdir", "obj", *sources]
-    make = (["make", "-C", "obj", "-f", f"V{top}.mk", "-j", str(min(2, os.cpu_count() or 1)),
-             "VK_PCH_I_FAST=", "VK_PCH_I_SLOW=", *make_opts])
     with open(logf, "w") as handle:
-        for step in (cmd, make):
-            proc = subprocess.run(step, cwd=work, env=env, stdout=handle,
-                                  stderr=subprocess.STDOUT)
-            if proc.returncode != 0:
-                shutil.copyfile(logf, kept)
-                shutil.rmtree(work, ignore_errors=True)
-                raise ActivityError(f"Verilator build of {name} failed; see {kept}")
+        proc = subprocess.run(cmd, cwd=work, env=env, stdout=handle, stderr=subprocess.STDOUT)
+        if proc.returncode == 0:
+            proc = make_verilated(work / "obj", f"V{top}", build_root, env, handle,
+                                  jobs=min(2, os.cpu_count() or 1),
+                                  make_vars=("VK_PCH_I_FAST=", "VK_PCH_I_SLOW=", *make_opts))
+        if proc.returncode != 0:
+            shutil.copyfile(logf, kept)
+            shutil.rmtree(work, ignore_errors=True)
+            raise ActivityError(f"Verilator build of {name} failed; see {kept}")
     if "%Warning" in logf.read_text():
         shutil.copyfile(logf, kept)
         raise ActivityError(f"Verilator warned on {name}; see {kept}")
