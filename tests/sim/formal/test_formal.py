@@ -266,7 +266,7 @@ def test_a_timeout_stops_the_solver(tmp_path):
     """A proof stopped by its timeout leaves no sby, smtbmc or solver process behind (sby
     starts smtbmc in a process group of its own)."""
     design = fp.BoundedAlignProof(bounded_spec(MXFP4DotUnit), False)   # tens of minutes
-    result = prove(design, "stop", tmp_path, solver="boolector", timeout=30)
+    result = prove(design, "stop", tmp_path, solver="boolector", timeout=10)
     assert result.status == "TIMEOUT", result.log[-2000:]
     assert "engine_0: starting process" in result.log, result.log[-2000:]  # the solver ran
     for _ in range(20):                     # SIGKILL is delivered asynchronously
