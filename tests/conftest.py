@@ -10,6 +10,8 @@ Codes may be Python or NumPy integers.
   :func:`e2m1`, :func:`e6m2`, :func:`e8m0`, :func:`ue4m3`;
 - FP32 words: :func:`word_value` (finite word -> ``Fraction``) and :func:`rne_f32`
   (``Fraction`` -> word, round to nearest even, gradual underflow, overflow to +-Inf).
+
+One hook besides: :func:`pytest_configure` loads matplotlib first in every test process.
 """
 
 from fractions import Fraction
@@ -122,3 +124,15 @@ CI_CONFIGS += [(u.name, p["residual"], p["stages"], p["lanes"], p["accum"])
                for u in units_of_kind("dot") if u.name not in {c[0] for c in CI_CONFIGS}
                for p in [resolve(u.name, lanes=16)]]
 CI_IDS = [f"{u}-{r}-s{s}-l{n}-{a}" for u, r, s, n, a in CI_CONFIGS]
+
+
+def pytest_configure(config):
+    """Load matplotlib and its compiled (pybind11) modules once per test process, with the
+    Agg backend, before any test has loaded other native libraries. Many tests plot in
+    process; a CI worker that first imported ``matplotlib.pyplot`` late, after hundreds of
+    other tests, failed inside ``matplotlib.ft2font``'s import (a pybind11 ``SystemError``:
+    ``__getattr__`` returned NULL without setting an exception), which the same test alone
+    or after its own module never does. Loading it first takes test order out of it."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot  # noqa: F401
