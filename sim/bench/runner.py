@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sim.tools import verilator_env
+from sim.tools import make_verilated, verilator_env
 
 from .common import SimulatorError, output_bytes
 from .common import locked as _locked
@@ -214,10 +214,12 @@ def _build(verilog, module, *, sim, waves, build_root, log, folder):
               f"{_shown(build_dir)} ({BUILD_TIME.get(sim, 'time unknown')}) ...",
               file=sys.stderr, flush=True)
         start = time.perf_counter()
+        runner = get_runner(sim)
+        if sim == "verilator":
+            _keep_runtime(runner, build_root / sim)
         try:
-            get_runner(sim).build(sources=[source], hdl_toplevel=module, build_dir=build_dir,
-                                  build_args=full, waves=waves, log_file=log_file,
-                                  timescale=timescale)
+            runner.build(sources=[source], hdl_toplevel=module, build_dir=build_dir,
+                         build_args=full, waves=waves, log_file=log_file, timescale=timescale)
         except (RuntimeError, SystemExit) as exc:
             if fmt == "fst" and "lz4.h" in log_file.read_text(errors="replace"):
                 print("verify: FST tracing needs the LZ4 headers (e.g. apt install "
@@ -232,6 +234,27 @@ def _build(verilog, module, *, sim, waves, build_root, log, folder):
               file=sys.stderr, flush=True)
         return build_dir
     raise RuntimeError("unreachable")
+
+
+def _keep_runtime(runner, cache_root):
+    """Make cocotb's Verilator ``runner`` compile its model with :func:`sim.tools.make_verilated`
+    (the run-time objects kept in ``cache_root/.runtime/`` and reused): its build is the
+    Verilator command, then ``make -f Vtop.mk``; where it is not (another cocotb), the build
+    runs as cocotb makes it."""
+    execute = runner._execute_cmds
+
+    def run(cmds, cwd, stdout=None):
+        *first, make = cmds
+        if not (first and make[:1] == ["make"] and "Vtop.mk" in make):
+            return execute(cmds, cwd, stdout)
+        execute(first, cwd, stdout)
+        proc = make_verilated(runner.build_dir, "Vtop", cache_root, runner.env, stdout,
+                              jobs=min(4, os.cpu_count() or 1),
+                              make_vars=[a for a in make if "=" in a])
+        if proc.returncode != 0:
+            raise RuntimeError(f"Command failed with return code: {proc.returncode}")
+
+    runner._execute_cmds = run
 
 
 def _shown(path):
