@@ -59,7 +59,8 @@ from amaranth.lib.wiring import In, Out
 
 from .accum import (NAN_WORD, TERM_DECODE, TERM_SHIFT, AccumSpec, TermSpec, _cut, _held_port,
                     accum_layout, leading_zeros, round_to_word)
-from .accum_split import E_BITS, SPLIT_BLOCKS, SPLIT_GAP, AccVersusE, SplitSpec, SplitSum
+from .accum_split import (BYPASS, E_BITS, SPLIT_BLOCKS, SPLIT_GAP, VERSUS, AccVersusE,
+                          SplitSpec, SplitSum)
 from .parts import Part, of_term, probe, within
 
 __all__ = ["BoundedSpec", "PreAdd", "JamPair", "Decode", "SwapAlign", "AddSub", "RoundAt",
@@ -803,24 +804,25 @@ class BoundedAdd(wiring.Component):
     def term_blocks(self):
         """``[(block, weight)]``, datapath order: the work on the step alone ahead of the
         accumulator's join in :class:`hwgen.ring.Ring` (the pre-add, the pair's normalize,
-        swap and sum, or the split's blocks; then the term's decode). Weights as
-        :meth:`loop_blocks`'."""
+        swap and sum, or the split's blocks and the rounding of its bypass word; then the
+        term's decode). Weights as :meth:`loop_blocks`'."""
         b = self._b
         if b.split is not None:
-            ahead = [(f"split.{k}", 330) for k in SPLIT_BLOCKS]
+            ahead = [(f"split.{k}", 330) for k in SPLIT_BLOCKS] + [(BYPASS, 360)]
         elif b.pair_window is not None:
             ahead = [("pair.norm", 130), ("pair.swap", 130), ("pair.sum", 130)]
         elif len(b.core) == 2:
             ahead = [("preadd.cmp", 57), ("preadd.sum", 140)]
         else:
             ahead = []
-        return ahead + [(TERM_DECODE, round(13 * log2(b.sig) - 2)),
-                        (TERM_SHIFT, round(12 * log2(b.sig) + 5))]
+        decode = 224 if b.split is not None else round(13 * log2(b.sig) - 2)
+        return ahead + [(TERM_DECODE, decode), (TERM_SHIFT, round(12 * log2(b.sig) + 5))]
 
     def loop_blocks(self):
         """``[(block, weight)]``, datapath order: the blocks the accumulator word goes
-        through in :class:`hwgen.ring.Ring` (the accumulator's unpack with the pair's or
-        the split's compares, the exponent compare and swap, the jamming shift, the three
+        through in :class:`hwgen.ring.Ring` (the accumulator's unpack with the pair's
+        compare or the split's normalization, the split's compares and choice of its word,
+        the exponent compare and swap, the jamming shift, the three
         sums and their choice, the leading-zero count, the normalising shift, the rounding
         increment, the word's exponent and packing, and the special cases).
 
@@ -830,9 +832,13 @@ class BoundedAdd(wiring.Component):
         overhead every stage pays left out)."""
         b = self._b
         lg = log2(b.window)
-        decode = 350 if b.split is not None else 60 if b.pair_window is not None else 32
-        return [("decode", decode), ("align.cmp", 75), ("align.shift", round(20 + 10 * lg)),
-                ("addsub", round(18 * lg - 42)), ("addsub.hi", round(18 * lg - 42)),
+        decode = 108 if b.split is not None else 60 if b.pair_window is not None else 32
+        versus = [(VERSUS, 84)] if b.split is not None else []
+        # The split's sums measure about twice the fit of the others' at the same N.
+        sums = (126, 135) if b.split is not None else (round(18 * lg - 42),) * 2
+        return [("decode", decode), *versus, ("align.cmp", 75),
+                ("align.shift", round(20 + 10 * lg)),
+                ("addsub", sums[0]), ("addsub.hi", sums[1]),
                 ("addsub.pick", 23),
                 ("round.lzc", round(16 * lg - 12)), ("round.norm", round(17 * lg - 25)),
                 ("round.rne", 88), ("round.pack", 28), ("special", 30)]
@@ -921,28 +927,39 @@ class BoundedAdd(wiring.Component):
         elif b.split is not None:
             m.submodules.split = sp = SplitSum(b.split, cuts)
             m.submodules.bypass = bp = BypassRound(b.split)
-            m.submodules.versus = vs = AccVersusE(b.split)
+            m.submodules.versus = vs = AccVersusE(b.split, cuts)
             m.d.comb += [bp.fn.eq(sp.fn), bp.xe.eq(sp.xe), bp.a_neg.eq(sp.s_neg), bp.q.eq(sp.q)]
             m.d.comb += sp.step.eq(self.step)
             feed(sp.p_sig, sp.p_exp)
             acc_eff = Signal(32)
             m.d.comb += acc_eff.eq(Mux(first, 0, acc))
-            m.d.comb += [vs.acc.eq(acc_eff), vs.q.eq(sp.q)]
+            def decode_sees(value, name):
+                return cut(value, BYPASS, "decode", f"split_{name}")
+            m.d.comb += [vs.acc.eq(acc_eff), vs.q.eq(decode_sees(sp.q, "q"))]
             for f in ("e_neg", "e_zero", "e_top", "e_sig", "e_sticky"):
-                m.d.comb += [getattr(vs, f).eq(getattr(sp, f)), getattr(bp, f).eq(getattr(sp, f))]
+                m.d.comb += [getattr(vs, f).eq(decode_sees(getattr(sp, f), f)),
+                             getattr(bp, f).eq(getattr(sp, f))]
             # The accumulator that P cannot serve takes the bypass word; one below
             # 2**(q - 26) takes N's word or, for a midpoint N, the neighbour that the sign
-            # of acc + E picks (a tie: the even one).
+            # of acc + E picks (a tie: the even one). The choice is in the compares' block.
             is_a, away = Signal(), Signal()
-            m.d.comb += [is_a.eq(sp.a_valid & (acc_eff == sp.a_word)),
-                         away.eq(Mux(vs.zero, sp.w_base[0], vs.pos ^ sp.s_neg))]
+            m.d.comb += is_a.eq(sp.a_valid & (acc_eff == sp.a_word))
+
+            def vs_sees(value, name, src="decode"):
+                return cut(value, src, VERSUS, f"versus_{name}")
+            is_a_v, zero_v, mid_v = (vs_sees(is_a, "is_a"), vs_sees(sp.zero, "zero"),
+                                     vs_sees(sp.mid, "mid"))
+            base_v, up_v, bypass_v = (vs_sees(sp.w_base, "w_base"), vs_sees(sp.w_up, "w_up"),
+                                      vs_sees(bp.word, "bypass", BYPASS))
+            m.d.comb += away.eq(Mux(vs.zero, base_v[0],
+                                    vs.pos ^ vs_sees(sp.s_neg, "s_neg", BYPASS)))
             split_word = Signal(32)
-            with m.If(is_a):
-                m.d.comb += split_word.eq(bp.word)
+            with m.If(is_a_v):
+                m.d.comb += split_word.eq(bypass_v)
             with m.Else():
-                m.d.comb += split_word.eq(Mux(sp.mid & away, sp.w_up, sp.w_base))
+                m.d.comb += split_word.eq(Mux(mid_v & away, up_v, base_v))
             use_split = Signal()
-            m.d.comb += use_split.eq(~sp.zero & (is_a | vs.small))
+            m.d.comb += use_split.eq(~zero_v & (is_a_v | vs.small))
         elif len(b.core) == 2:
             m.submodules.preadd = pre = PreAdd(b, cuts)
             m.d.comb += pre.step.eq(self.step)
@@ -976,8 +993,8 @@ class BoundedAdd(wiring.Component):
                        & (acc_s[23:31] == 255))
             nan = cut(step_nan, "in", "special", "nan") | (special & (acc_s[:23] != 0))
             if b.split is not None:
-                use_split = cut(use_split, "decode", "special", "use_split")
-                split_word = cut(split_word, "decode", "special", "split_word")
+                use_split = cut(use_split, VERSUS, "special", "use_split")
+                split_word = cut(split_word, VERSUS, "special", "split_word")
             word = Signal(32)
             m.d.comb += self.word.eq(cut(word, "special", "out", "word"))
         # Every value the choice reads reaches its stage here, outside the choice: a cut

@@ -45,7 +45,8 @@ from .accum import TERM_DECODE, _cut, accum_layout, leading_zeros
 from .parts import Part, probe, within
 
 __all__ = ["SPLIT_GAP", "SPLIT_BLOCKS", "SplitSpec", "SortTerms", "ClusterSums",
-           "PickClusters", "Frame", "Nearest", "Residue", "LoopTerm", "SplitSum", "AccVersusE"]
+           "PickClusters", "Frame", "Nearest", "Residue", "LoopTerm", "SplitSum", "AccVersusE",
+           "VERSUS", "BYPASS"]
 
 #: Least number of empty places between a cluster's lowest bit and the next term's leading
 #: one that keeps that term out of the cluster: the sum of everything below a cluster is
@@ -54,6 +55,13 @@ SPLIT_GAP = 29
 #: The blocks of :class:`SplitSum`, in datapath order (an interleaved unit's ring may put
 #: registers between them, :class:`hwgen.ring.LoopCuts`).
 SPLIT_BLOCKS = ("sort", "clusters", "pick", "frame", "nearest", "residue", "term")
+#: The loop block of :class:`AccVersusE`'s compares (and the split word's choice), after the
+#: adder's ``decode``.
+VERSUS = "versus"
+#: The block ahead of the join where the bypass word is rounded from :class:`SplitSum`'s
+#: ``fn``, ``xe``, ``q``, ``s_neg`` and ``E``, which reach it there (its other outputs reach
+#: the adder's ``decode``).
+BYPASS = "split.bypass"
 #: Bits of ``E`` below its leading one's place that the loop and the bypass read.
 E_BITS = 27
 #: How far below its normal place (``2**q`` at a fixed bit) :class:`Frame` keeps a
@@ -648,7 +656,9 @@ class Residue(wiring.Component):
 class SplitSum(wiring.Component):
     """The split of a step of independent terms, outside the accumulator loop: everything
     :class:`hwgen.accum_bounded.BoundedAdd` needs besides the accumulator (and the bypass
-    result, which :class:`hwgen.accum_bounded.BypassRound` rounds from these).
+    result, which :class:`hwgen.accum_bounded.BypassRound` rounds from these). With cuts,
+    ``fn``, ``xe``, ``q``, ``s_neg`` and ``E`` (``e_*``) reach the block :data:`BYPASS`, the
+    loop's term ``p_*`` the term's decode, the others the adder's ``decode``.
 
     Members
     -------
@@ -722,11 +732,11 @@ class SplitSum(wiring.Component):
         link(lt, "term", nr, "nearest", ("fn",))
         link(lt, "term", pk, "pick", ("a_neg",))
         link(lt, "term", fr, "frame", ("q",))
-        m.d.comb += [self.fn.eq(out(nr.fn, "nearest", "fn")),
-                     self.xe.eq(out(nr.xe, "nearest", "xe"))]
+        m.d.comb += [self.fn.eq(out(nr.fn, "nearest", "fn", BYPASS)),
+                     self.xe.eq(out(nr.xe, "nearest", "xe", BYPASS))]
         for f in ("e_neg", "e_zero", "e_top", "e_sig", "e_sticky"):
             link(lt, "term", rs, "residue", (f,))
-            m.d.comb += getattr(self, f).eq(out(getattr(rs, f), "residue", f))
+            m.d.comb += getattr(self, f).eq(out(getattr(rs, f), "residue", f, BYPASS))
         zero = out(pk.zero, "pick", "zero")
         p_zero = cut(pk.zero, "split.pick", "split.term", "split_p_zero")
         m.d.comb += [self.zero.eq(zero),
@@ -734,11 +744,11 @@ class SplitSum(wiring.Component):
                      self.p_exp.eq(out(lt.p_exp, "term", "p_exp", TERM_DECODE)),
                      self.a_word.eq(out(nr.a_word, "nearest", "a_word")),
                      self.a_valid.eq(out(nr.a_valid, "nearest", "a_valid") & ~zero),
-                     self.q.eq(out(fr.q, "frame", "q")),
+                     self.q.eq(out(fr.q, "frame", "q", BYPASS)),
                      self.w_base.eq(out(nr.w_base, "nearest", "w_base")),
                      self.w_up.eq(out(nr.w_up, "nearest", "w_up")),
                      self.mid.eq(out(nr.mid, "nearest", "mid")),
-                     self.s_neg.eq(out(pk.a_neg, "pick", "s_neg"))]
+                     self.s_neg.eq(out(pk.a_neg, "pick", "s_neg", BYPASS))]
         return m
 
     def parts(self):
@@ -752,19 +762,25 @@ class SplitSum(wiring.Component):
 class AccVersusE(wiring.Component):
     """In the loop: whether ``|acc| < 2**(q - 26)`` and the sign of ``acc + E``.
 
+    With cuts, the accumulator's normalization (its leading-zero count, top place and
+    shifted significand) is in the adder's ``decode`` block and the compares are in a block
+    of their own, :data:`VERSUS`.
+
     Members
     -------
     acc : In(32)
         A finite accumulator word (+0 on a ``first`` step).
     q, e_* : In
+        Where the adder's decode reads them.
     small : Out(1)
     zero, pos : Out(1)
         ``acc + E = 0``; otherwise, ``acc + E > 0`` (``pos`` is meaningless when ``zero``
         is set, and the adder reads ``zero`` first).
     """
 
-    def __init__(self, sspec):
+    def __init__(self, sspec, cuts=None):
         self._s = sspec
+        self._cuts = cuts
         E = sspec.exp_bits
         super().__init__({"acc": In(32), "q": In(signed(E)), "e_neg": In(1), "e_zero": In(1),
                           "e_top": In(signed(E)), "e_sig": In(E_BITS), "e_sticky": In(1),
@@ -773,6 +789,7 @@ class AccVersusE(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         E = self._s.exp_bits
+        cut = _cut(m, self._cuts)
         frac, ef, neg = self.acc[:23], self.acc[23:31], self.acc[31]
         sig = Cat(frac, ef != 0)
         a_zero = sig == 0
@@ -781,28 +798,36 @@ class AccVersusE(wiring.Component):
         m.d.comb += top.eq(Mux(ef == 0, -126, ef - 127) - lz)
         norm = Signal(24)
         m.d.comb += norm.eq(sig << lz)
-        m.d.comb += self.small.eq(a_zero | (top < self.q - 26))
+
+        def vs(value, name):
+            return cut(value, "decode", VERSUS, f"versus_{name}")
+        a_zero, top, norm, neg = (vs(a_zero, "a_zero"), vs(top, "top"), vs(norm, "norm"),
+                                  vs(neg, "neg"))
+        q, e_neg, e_zero, e_top, e_sig, e_sticky = (
+            vs(getattr(self, f), f) for f in ("q", "e_neg", "e_zero", "e_top", "e_sig",
+                                              "e_sticky"))
+        m.d.comb += self.small.eq(a_zero | (top < q - 26))
         # |acc| against |E|: top places, then 24 bits, then E's lower bits.
-        e_hi = self.e_sig[E_BITS - 24:]
-        e_lo = self.e_sig[:E_BITS - 24].any() | self.e_sticky
+        e_hi = e_sig[E_BITS - 24:]
+        e_lo = e_sig[:E_BITS - 24].any() | e_sticky
         acc_big = Signal()                          # |acc| > |E|
         e_big = Signal()                            # |E| > |acc|
         m.d.comb += [
-            acc_big.eq(~a_zero & (self.e_zero | (top > self.e_top)
-                                  | ((top == self.e_top) & (norm > e_hi)))),
-            e_big.eq(~self.e_zero & (a_zero | (self.e_top > top)
-                                     | ((top == self.e_top) & ((e_hi > norm)
-                                                               | ((e_hi == norm) & e_lo))))),
+            acc_big.eq(~a_zero & (e_zero | (top > e_top)
+                                  | ((top == e_top) & (norm > e_hi)))),
+            e_big.eq(~e_zero & (a_zero | (e_top > top)
+                                | ((top == e_top) & ((e_hi > norm)
+                                                     | ((e_hi == norm) & e_lo))))),
         ]
-        with m.If(a_zero & self.e_zero):
+        with m.If(a_zero & e_zero):
             m.d.comb += [self.zero.eq(1), self.pos.eq(0)]
-        with m.Elif(a_zero | (~self.e_zero & (neg == self.e_neg))):
+        with m.Elif(a_zero | (~e_zero & (neg == e_neg))):
             # same signs (or acc zero): E's sign, or acc's when E is zero
-            m.d.comb += self.pos.eq(Mux(a_zero, ~self.e_neg, ~neg))
-        with m.Elif(self.e_zero):
+            m.d.comb += self.pos.eq(Mux(a_zero, ~e_neg, ~neg))
+        with m.Elif(e_zero):
             m.d.comb += self.pos.eq(~neg)
         with m.Else():
-            m.d.comb += [self.pos.eq(Mux(acc_big, ~neg, ~self.e_neg)),
+            m.d.comb += [self.pos.eq(Mux(acc_big, ~neg, ~e_neg)),
                          self.zero.eq(~acc_big & ~e_big)]
         return m
 
