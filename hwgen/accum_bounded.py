@@ -933,6 +933,7 @@ class BoundedAdd(wiring.Component):
             feed(sp.p_sig, sp.p_exp)
             acc_eff = Signal(32)
             m.d.comb += acc_eff.eq(Mux(first, 0, acc))
+
             def decode_sees(value, name):
                 return cut(value, BYPASS, "decode", f"split_{name}")
             m.d.comb += [vs.acc.eq(acc_eff), vs.q.eq(decode_sees(sp.q, "q"))]

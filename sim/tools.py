@@ -7,6 +7,7 @@ run-time objects an earlier build compiled; :func:`machine` names the machine a 
 figures come from.
 """
 
+import functools
 import hashlib
 import os
 import platform
@@ -63,7 +64,7 @@ def make_verilated(obj_dir, prefix, cache_root, env, log, *, jobs=2, make_vars=(
     depend on the model, yet compiling them is about half the build of a small unit. They
     are kept in ``cache_root/.runtime/<key>/`` after a build and copied into later builds,
     newer than their makefiles so make keeps them. The key covers what they are compiled
-    with: the Verilator kit's sources, the compiler, the make flags (``MAKEFLAGS`` of
+    with: the Verilator kit's sources, the compiler and its version, the make flags (``MAKEFLAGS`` of
     ``env`` and ``make_vars``) and the generated makefile's switches (``VM_TRACE``,
     ``VM_COVERAGE``, ...), not how the model's own code is split into files.
     """
@@ -73,7 +74,7 @@ def make_verilated(obj_dir, prefix, cache_root, env, log, *, jobs=2, make_vars=(
     switches = [line for line in classes.splitlines() if line.startswith("VM_") and " = " in line
                 and not line.startswith("VM_PARALLEL_BUILDS")]
     kit = Path(env["VERILATOR_ROOT"]) / "include"
-    what = (switches, names, env.get("CXX"), shutil.which("c++", path=env.get("PATH")),
+    what = (switches, names, _compiler(env.get("CXX") or "c++", env.get("PATH")),
             env.get("MAKEFLAGS"), list(make_vars),
             [(kit / f"{n[:-2]}.cpp").read_bytes() for n in names
              if (kit / f"{n[:-2]}.cpp").exists()],
@@ -99,6 +100,16 @@ def make_verilated(obj_dir, prefix, cache_root, env, log, *, jobs=2, make_vars=(
         except OSError:                 # another build kept them first
             shutil.rmtree(tmp, ignore_errors=True)
     return proc
+
+
+@functools.lru_cache(maxsize=None)
+def _compiler(cxx, path):
+    """The C++ compiler make would run: its path and the first line of its ``--version``."""
+    exe = shutil.which(cxx, path=path)
+    if exe is None:
+        return cxx
+    proc = subprocess.run([exe, "--version"], capture_output=True, text=True)
+    return exe, (proc.stdout.splitlines() or [""])[0]
 
 
 def _runtime_objects(classes):
