@@ -39,3 +39,15 @@ def test_a_step_in_the_wrong_accumulator_is_caught():
     assert bad["step"] >= moved and stream["last"][bad["step"]]
     assert bad["inputs"]["accumulator"] == int(wrong["acc_id"][bad["step"]])
     assert bad["inputs"]["base step"] == int(stream["order"][bad["step"]])
+
+
+def test_split_adder_cut_at_every_block():
+    """MXFP4 with the 2:4 residual at L = 8: the split's blocks, its bypass rounding ahead of
+    the join and its compares with the accumulator (``versus``) each cut into stages of their
+    own; every output word is the golden model's."""
+    r = verify("mxfp4", residual="2:4", stages=2, lanes=16, accum="bounded", interleave=8,
+               vectors=3000, valid_prob=0.8, ready_prob=0.7, engine="fast", seed=3)
+    stages = r["manifest"]["timing"]["pipeline"][-1]["loop_stages"]
+    assert ["versus"] in stages and r["manifest"]["timing"]["pipeline"][-1]["prep"] >= 8
+    assert r["mismatches"] == 0 and not r["timeout"] and r["early_output"] is None
+    assert r["checked"] > 50
