@@ -1,12 +1,12 @@
 """Measured delay of every block of an interleaved unit's adder, for the ring's partition.
 
 ``python -P benchmarks/ring_blocks.py [--units LIST] [--residuals LIST] [--accums LIST]
-[--json PATH]`` builds, for each dot unit (default: hif4, mxfp4, nvfp4 with their
+[--script NAME] [--json PATH]`` builds, for each dot unit (default: hif4, mxfp4, nvfp4 with their
 standard residual modes, both exact back ends), its accumulator ring
 (:class:`hwgen.ring.Ring`) alone with every block of the adder in a stage of its own
 (``term_blocks()`` ahead of the join, then ``loop_blocks()``, then empty stages to the
 next power of two), maps it to the FreePDK45 / Nangate library with the liberty flow's
-``delay`` script (:mod:`sim.cost.libsynth`) and times each stage
+``delay`` script (:mod:`sim.cost.libsynth`; ``--script`` another) and times each stage
 (:func:`sim.cost.libsynth.ring_stages`). A stage's time is that of its data: its block's
 logic plus what every stage pays, a flip-flop's clock-to-Q, the hold multiplexer of the
 ring's enable and setup; the empty stages measure that floor. (The enable itself, the output's
@@ -14,7 +14,9 @@ ready fanned out to every register, is one path the same for every stage, left o
 prints per block the stage's time, the block's own (time less floor) and the weight
 ``loop_blocks()`` / ``term_blocks()`` give it, scaled to the same total, so that a
 partition by those weights can be checked against the library. Results are cached by
-Verilog text, so a rerun prints at once.
+Verilog text, so a rerun prints at once. With ``delay`` every stage maps only as fast as the
+slowest needs (``dc2 -l`` keeps the deepest level of the whole ring), so the split's blocks
+were weighed with ``map``.
 """
 
 import argparse
@@ -32,7 +34,7 @@ from hwgen.parts import probe
 from hwgen.ring import LoopCuts, Ring
 from hwgen.units import build_unit
 from sim.cli._util import CLIError, check_output_file
-from sim.cost.libsynth import ring_stages, synthesize_liberty
+from sim.cost.libsynth import SCRIPTS, ring_stages, synthesize_liberty
 
 UNITS = ("hif4", "mxfp4", "nvfp4")
 
@@ -65,12 +67,12 @@ def blocks_of(unit, residual, accum):
     return SpreadRing(terms, make, L), term, loop
 
 
-def measure(unit, residual, accum):
+def measure(unit, residual, accum, script="delay"):
     """Per-block rows ``{"block", "ahead", "stage_ps", "own_ps", "weight"}`` and the floor."""
     ring, term, loop = blocks_of(unit, residual, accum)
     top = f"ring_{unit}_{residual.replace(':', '')}_{accum}"
     text = verilog.convert(ring, name=top, emit_src=False)
-    res = synthesize_liberty(text, top=top, script="delay")
+    res = synthesize_liberty(text, top=top, script=script)
     stages = ring_stages(res)
     P = len(term)
     blocks = [(b, w, True) for b, w in term] + [(b, w, False) for b, w in loop]
@@ -96,6 +98,8 @@ def main(argv=None):
                     help="comma-separated residual modes (default: each unit's standard ones)")
     ap.add_argument("--accums", default=",".join(EXACT_ACCUMS))
     ap.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
+    ap.add_argument("--script", choices=list(SCRIPTS), default="delay",
+                    help="the liberty flow's ABC script (default: delay)")
     args = ap.parse_args(argv)
     try:
         units = args.units.split(",")
@@ -121,7 +125,7 @@ def main(argv=None):
                 t = time.perf_counter()
                 print(f"  synthesizing the {unit} {residual} {accum} ring ...", end="\r",
                       file=sys.stderr, flush=True)
-                rows, floor, res = measure(unit, residual, accum)
+                rows, floor, res = measure(unit, residual, accum, args.script)
                 own = sum(r["own_ps"] for r in rows if not r["ahead"])
                 wsum = sum(r["weight"] for r in rows if not r["ahead"])
                 print(f"\n{unit} {residual} {accum}: floor {floor:.0f} ps, loop logic "
@@ -134,7 +138,8 @@ def main(argv=None):
                     print(f"| {r['block']} | {'yes' if r['ahead'] else ''} | "
                           f"{r['stage_ps']:.0f} | {r['own_ps']:.0f} | {scaled:.0f} |")
                 records.append({"unit": unit, "residual": residual, "accum": accum,
-                                "floor_ps": round(floor, 1), "blocks": rows,
+                                "script": args.script, "floor_ps": round(floor, 1),
+                                "blocks": rows,
                                 "area_um2": res.area, "library": res.library})
     if out_json:
         Path(out_json).write_text(json.dumps(records, indent=1) + "\n")

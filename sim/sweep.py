@@ -777,7 +777,7 @@ def isofreq_sweep(configs=None, *, stages=None, lanes=None, targets=None, script
     configs = [tuple(c) for c in (configs or isofreq.DOT_CONFIGS + isofreq.ENCODER_CONFIGS)]
     stages = isofreq.STAGES if stages is None else stages
     lanes = isofreq.LANES if lanes is None else lanes
-    scripts = isofreq.SCRIPTS if scripts is None else scripts
+    scripts = isofreq.DEFAULT_SCRIPTS if scripts is None else scripts
     path = path or isofreq.TABLE
     lib = lib or load_library(liberty)
     interleaves = sorted(set(interleaves))

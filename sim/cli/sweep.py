@@ -156,8 +156,9 @@ def register(subparsers):
                           "the stages, the loop cut into that many register stages "
                           "(hwgen/ring.py); encoders keep 1")
     iso.add_argument("--scripts", metavar="LIST",
-                     help="comma-separated ABC scripts of delay, area (default: both; area "
-                          "only where delay met the target unless --exhaustive)")
+                     help="comma-separated ABC scripts of delay, map, area (default: delay,area; "
+                          "area only where delay met the target, map only where it missed "
+                          "it, unless --exhaustive)")
     iso.add_argument("--from-table", action="store_true",
                      help="synthesize nothing: print the tables and write --plot/--json "
                           "from the runs the table holds for the selection")
@@ -569,7 +570,7 @@ def _run_isofreq(args, cluster):
     if args.plot:
         check_png_file(args.plot, "--plot")
     out_json = args.json and check_output_file(args.json, "--json")
-    scripts = parse_choice_list(args.scripts or ",".join(isofreq.SCRIPTS), isofreq.SCRIPTS,
+    scripts = parse_choice_list(args.scripts or ",".join(isofreq.DEFAULT_SCRIPTS), isofreq.SCRIPTS,
                                 "script")
     scripts = [x for x in isofreq.SCRIPTS if x in scripts]     # delay first
     try:

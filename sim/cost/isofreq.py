@@ -9,8 +9,9 @@ encoders with their residual modes; 64 lanes) is generated with 1 to 4 pipeline 
 clock targets (:data:`DOT_TARGETS_PS`, :data:`ENCODER_TARGETS_PS`): ABC is given the
 target as its delay goal (``-D``: the period less the flip-flop's clock-to-Q and setup),
 first with the ``delay`` script, then with the ``area`` script where the ``delay`` run met
-the target. Every run is one *synthesis*: its area (µm²), leakage and static timing
-(critical register-to-register path, split into the accumulator loop and the rest).
+the target (and, when asked for, the ``map`` script where it missed it). Every run is one
+*synthesis*: its area (µm²), leakage and static timing (critical register-to-register path,
+split into the accumulator loop and the rest).
 
 A run meets every clock period at or above its critical path, whatever target ABC was
 given (ABC's own delay model is optimistic next to the static timing of the mapped netlist,
@@ -26,7 +27,8 @@ so a tight target often yields the run that meets a looser one). So:
 Pruning (``exhaustive=False``, the default): stage counts are swept in increasing order and
 a (configuration, target) already met with fewer stages is not synthesized with more (more
 stages add pipeline registers and do not shorten the accumulator loop, which bounds the dot
-units); the ``area`` script runs only where the ``delay`` script met the target.
+units); the ``area`` script runs only where the ``delay`` script met the target, the ``map``
+script only where it missed it.
 
 Throughput at a clock is as :mod:`sim.cost.libfigures` gives it.
 
@@ -84,7 +86,11 @@ DOT_TARGETS_PS = (3000, 5000, 9000)
 ENCODER_TARGETS_PS = (3000, 5000, 9000)
 STAGES = SPEC_STAGES
 LANES = DEFAULTS["lanes"]
-SCRIPTS = ("delay", "area")
+#: The ABC scripts a sweep may run, in the order it runs them
+#: (:data:`sim.cost.libsynth.SCRIPTS`).
+SCRIPTS = ("delay", "map", "area")
+#: The scripts a sweep runs unless told otherwise (the committed standard-set tables' runs).
+DEFAULT_SCRIPTS = ("delay", "area")
 #: One paragraph on the method, for the JSON results.
 METHOD = ("Each configuration (64 lanes, default accumulator back end) is generated with 1 "
           "to 4 pipeline stages and mapped to the library with Yosys + ABC at each clock "
@@ -333,10 +339,11 @@ def plan(runs, configs, stage, script, targets_of, *, exhaustive=False, gate=Tru
                        and (r["stages"], _ways(r)) != (stage, interleave)
                        and r["critical_ps"] <= t for r in mine):
                     continue
-                if gate and script != "delay" and not any(
-                        r["stages"] == stage and _ways(r) == interleave
-                        and r["script"] == "delay"
-                        and r["target_ps"] == t and r["critical_ps"] <= t for r in mine):
+                delay = [r for r in mine if r["stages"] == stage and _ways(r) == interleave
+                         and r["script"] == "delay" and r["target_ps"] == t]
+                if gate and script == "area" and not any(r["critical_ps"] <= t for r in delay):
+                    continue
+                if gate and script == "map" and not any(r["critical_ps"] > t for r in delay):
                     continue
             todo.append((tuple(config), t))
     return todo

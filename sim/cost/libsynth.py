@@ -13,7 +13,11 @@ on the largest units). The ABC scripts (:data:`SCRIPTS`) skip both and map with 
 against the library's delay tables, then buffer and resize gates:
 
 * ``area``: ``dc2`` rewriting, which favours area;
-* ``delay``: ``dc2 -l``, rewriting that keeps logic levels, which favours delay.
+* ``delay``: ``dc2 -l``, rewriting that keeps logic levels, which favours delay;
+* ``map``: no rewriting, the generator's structure mapped as it is. ``dc2 -l`` keeps the
+  whole network's deepest level, not each path's, so in a large module it may deepen the
+  shallower paths up to it (an OR prefix becomes a ripple chain); a module of many short
+  register stages can map much faster without it (``docs/liberty.md``).
 
 ``{D}`` in a script is ABC's delay target: ``-D`` is the clock period asked for less the
 library flip-flop's clock-to-Q and setup, or none (map for the least delay ``&nf`` finds,
@@ -62,6 +66,7 @@ SCRIPTS = {
     "area": "+strash;dc2;strash;&get,-n;&dch,-f;&nf,{D};&put;buffer,-p;upsize,{D};dnsize,{D}",
     "delay": ("+strash;dc2,-l;strash;&get,-n;&dch,-f;&nf,{D};&put;buffer,-p;upsize,{D};"
               "dnsize,{D}"),
+    "map": "+strash;&get,-n;&dch,-f;&nf,{D};&put;buffer,-p;upsize,{D};dnsize,{D}",
 }
 #: Bumped whenever the flow or the record changes, so stale cache entries are ignored.
 FLOW_VERSION = 1

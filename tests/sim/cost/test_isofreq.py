@@ -121,6 +121,15 @@ def test_plan_prunes_stages_and_area_runs():
     assert isofreq.plan(runs, configs, 2, "area", targets, gate=False) == [
         (("hif4", "none"), 5000)]
     assert len(isofreq.plan(runs, configs, 2, "area", targets, exhaustive=True)) == 2
+    # the map script where the delay script missed its own target only
+    runs.append(_run("hif4", "none", 2, "delay", 6000, 1200, 5900))
+
+    def more(config):
+        return [5000, 6000, 9000]
+    assert isofreq.plan(runs, configs, 2, "map", more) == [(("hif4", "none"), 5000)]
+    assert isofreq.plan(runs, configs, 1, "map", more) == []
+    assert isofreq.plan(runs, configs, 2, "map", more, gate=False) == [
+        (("hif4", "none"), 5000), (("hif4", "none"), 6000)]
 
 
 # --- the CLI on a small unit --------------------------------------------------------------
