@@ -58,9 +58,9 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .accum import (NAN_WORD, TERM_DECODE, TERM_SHIFT, AccumSpec, TermSpec, _cut, _held_port,
-                    accum_layout, leading_zeros, round_to_word)
-from .accum_split import (BYPASS, E_BITS, SPLIT_BLOCKS, SPLIT_GAP, VERSUS, AccVersusE,
-                          SplitSpec, SplitSum)
+                    accum_layout, leading_zeros, negated_where, round_to_word)
+from .accum_split import (BYPASS, BYPASS_BLOCKS, E_BITS, SPLIT_BLOCKS, SPLIT_GAP, VERSUS,
+                          AccVersusE, SplitSpec, SplitSum)
 from .parts import Part, of_term, probe, within
 
 __all__ = ["BoundedSpec", "PreAdd", "JamPair", "Decode", "SwapAlign", "AddSub", "RoundAt",
@@ -436,7 +436,9 @@ class Decode(wiring.Component):
         ma = Signal(24)
         m.d.comb += ma.eq(Mux(self.zero_acc, 0, Cat(frac, ef != 0)))
         mt = Signal(t.sig_bits)                 # |sig|: -2**(S-1) fits unsigned
-        m.d.comb += mt.eq(Mux(self.sig < 0, -self.sig, self.sig))
+        # the split's 53-bit term, cut from the rest: an OR prefix, not an adder's carry
+        m.d.comb += mt.eq(negated_where(m, self.sig, self.sig < 0, t.sig_bits, "t_abs",
+                                        prefix=self._cuts is not None and b.split is not None))
         lsb_a = Signal(signed(E))               # weight of ma's bit 0
         m.d.comb += lsb_a.eq(Mux(ef == 0, 1, ef) - 150)
         lsb_t = Signal(signed(E))
@@ -649,11 +651,15 @@ class RoundAt(wiring.Component):
     base : In(signed(E))
     word : Out(32)
         +0 for a zero ``mag``; a nonzero value that rounds to zero keeps its sign.
+
+    With cuts, its blocks are ``<blocks>.lzc`` (where the inputs arrive), ``.norm``,
+    ``.rne`` and ``.pack``.
     """
 
-    def __init__(self, width, exp_bits, rz=False, cuts=None):
+    def __init__(self, width, exp_bits, rz=False, cuts=None, blocks="round"):
         self._w, self._e, self._rz = width, exp_bits, rz
         self._cuts = cuts
+        self._blocks = blocks
         super().__init__({"mag": In(width), "neg": In(1), "base": In(signed(exp_bits)),
                           "word": Out(32)})
 
@@ -661,6 +667,7 @@ class RoundAt(wiring.Component):
         m = Module()
         W, E = self._w, self._e
         cut = _cut(m, self._cuts)
+        lzc, nrm, rne, pack = (f"{self._blocks}.{b}" for b in ("lzc", "norm", "rne", "pack"))
         lz = leading_zeros(m, self.mag, W, "lz", tree=True)
         # A left shift by `cap` puts weight 2**-126 at the top bit (bit W - 1); a value
         # below 2**-126 keeps that alignment (subnormal), and a negative cap is a right
@@ -674,10 +681,10 @@ class RoundAt(wiring.Component):
         m.d.comb += right.eq(Mux(cap >= 0, 0, Mux(-cap > W + 2, W + 2, -cap)))
         wide = Signal(2 * W + 2)
         if self._cuts is not None:
-            mag = cut(self.mag, "round.lzc", "round.norm", "mag")
-            shift, right = (cut(v, "round.lzc", "round.norm", n)
+            mag = cut(self.mag, lzc, nrm, "mag")
+            shift, right = (cut(v, lzc, nrm, n)
                             for v, n in ((shift, "shift"), (right, "right")))
-            left = cut(cap >= 0, "round.lzc", "round.norm", "left")
+            left = cut(cap >= 0, lzc, nrm, "left")
         else:
             mag, left = self.mag, cap >= 0
         m.d.comb += wide.eq(Mux(left,
@@ -685,8 +692,8 @@ class RoundAt(wiring.Component):
                                 Cat(Const(0, W + 2), mag) >> right))
         norm, below = wide[W + 2:], wide[:W + 2].any()
         if self._cuts is not None:
-            norm = cut(norm, "round.norm", "round.rne", "norm")
-            below = cut(below, "round.norm", "round.rne", "below")
+            norm = cut(norm, nrm, rne, "norm")
+            below = cut(below, nrm, rne, "below")
         if W >= 25:
             mant, guard = norm[W - 24:], norm[W - 25]
             sticky = norm[:W - 25].any() | below
@@ -696,13 +703,13 @@ class RoundAt(wiring.Component):
         if self._rz:
             guard = Const(0, 1)
         exp_pre = Signal(signed(E + 2))         # biased exponent of the top bit
-        m.d.comb += exp_pre.eq(cut(self.base, "round.lzc", "round.norm", "base")
+        m.d.comb += exp_pre.eq(cut(self.base, lzc, nrm, "base")
                                + (W - 1) + 127 - shift)
-        round_to_word(m, mant, guard, sticky, cut(exp_pre, "round.norm", "round.rne", "exp_pre"),
-                      cut(self.mag == 0, "round.lzc", "round.rne", "zero"),
-                      cut(self.neg, "round.lzc", "round.rne", "neg"), self.word,
+        round_to_word(m, mant, guard, sticky, cut(exp_pre, nrm, rne, "exp_pre"),
+                      cut(self.mag == 0, lzc, rne, "zero"),
+                      cut(self.neg, lzc, rne, "neg"), self.word,
                       pack=None if self._cuts is None else
-                      lambda v, n: cut(v, "round.rne", "round.pack", n))
+                      lambda v, n: cut(v, rne, pack, n))
         return m
 
     def parts(self):
@@ -725,10 +732,15 @@ class BypassRound(wiring.Component):
     -------
     fn, xe, a_neg, q, e_* : In
     word : Out(32)
+
+    With cuts, the shift of ``|E|`` is block :data:`BYPASS`, and the subtraction, the
+    choice of the operand and its rounding are the blocks of a :class:`RoundAt` named
+    after it (:data:`BYPASS_BLOCKS`).
     """
 
-    def __init__(self, sspec):
+    def __init__(self, sspec, cuts=None):
         self._s = sspec
+        self._cuts = cuts
         sp = sspec
         E = sp.exp_bits
         super().__init__({"fn": In(26), "xe": In(26), "a_neg": In(1), "q": In(signed(E)),
@@ -740,7 +752,12 @@ class BypassRound(wiring.Component):
         sp = self._s
         E = sp.exp_bits
         W = E_BITS + 2
-        m.submodules.round = rnd = RoundAt(W, E + 1)
+        cuts = self._cuts
+        cut = _cut(m, cuts)
+        if cuts is None:
+            m.submodules.round = rnd = RoundAt(W, E + 1)
+        else:
+            m.submodules.round = rnd = RoundAt(W, E + 1, cuts=cuts, blocks=BYPASS)
         same = self.fn == self.xe
         # 2**g - |E| in units of 2**(g - 27), g = q - 24: |E| truncated there (its
         # E_BITS bits shifted right by g - 1 - e_top >= 0) and the rest as a borrow.
@@ -753,15 +770,21 @@ class BypassRound(wiring.Component):
         m.d.comb += wide.eq(Cat(Const(0, E_BITS + 2), self.e_sig) >> kk)
         et = wide[E_BITS + 2:]
         lost = wide[:E_BITS + 2].any() | (self.e_sticky & ~self.e_zero)
+        # the rest in the rounding's first block
+        et, lost, same, e_sticky, e_sig, e_top, e_neg, q, flip = (
+            cut(v, BYPASS, f"{BYPASS}.lzc", f"bypass_{n}") for v, n in (
+                (et, "et"), (lost, "lost"), (same, "same"), (self.e_sticky, "e_sticky"),
+                (self.e_sig, "e_sig"), (self.e_top, "e_top"), (self.e_neg, "e_neg"),
+                (self.q, "q"), (self.a_neg ^ (self.fn < self.xe), "flip")))
         z = Signal(E_BITS + 1)
         m.d.comb += z.eq((1 << E_BITS) - et - lost)
         with m.If(same):
-            m.d.comb += [rnd.mag.eq(Cat(self.e_sticky, self.e_sig)),
-                         rnd.base.eq(self.e_top - E_BITS), rnd.neg.eq(self.e_neg)]
+            m.d.comb += [rnd.mag.eq(Cat(e_sticky, e_sig)),
+                         rnd.base.eq(e_top - E_BITS), rnd.neg.eq(e_neg)]
         with m.Else():
             # d * s: the sign of the result (fn - xe = +1 keeps s, -1 flips it).
-            m.d.comb += [rnd.mag.eq(Cat(lost, z)), rnd.base.eq(self.q - 24 - E_BITS - 1),
-                         rnd.neg.eq(self.a_neg ^ (self.fn < self.xe))]
+            m.d.comb += [rnd.mag.eq(Cat(lost, z)), rnd.base.eq(q - 24 - E_BITS - 1),
+                         rnd.neg.eq(flip)]
         m.d.comb += self.word.eq(rnd.word)
         return m
 
@@ -774,6 +797,17 @@ class BypassRound(wiring.Component):
         return ([Part("cmp", (26,), 2), Part("add", (E + 1,)), Part("shr", (E_BITS, E_BITS + 2)),
                  Part("add", (E_BITS + 1,)), Part("mux", (2, E_BITS + 2 + E + 2))]
                 + probe(RoundAt(E_BITS + 2, E + 1)).parts())
+
+
+#: :meth:`BoundedAdd.term_blocks` weights of the split's blocks (:data:`SPLIT_BLOCKS`), then
+#: of the bypass word's (:data:`BYPASS_BLOCKS`), measured with the liberty flow's ``map``
+#: script (``benchmarks/ring_blocks.py --script map``).
+_SPLIT_WEIGHTS = {"sort": 123, "sort.net": 146, "clusters": 141, "clusters.1": 123,
+                  "clusters.0": 118, "pick": 36, "pick.abs": 150, "frame": 144,
+                  "frame.shift": 153, "nearest": 143, "nearest.words": 151, "residue": 75,
+                  "residue.norm": 81, "residue.sig": 95, "term": 123, "term.sum": 104,
+                  "term.neg": 149}
+_BYPASS_WEIGHTS = (140, 153, 68, 78, 27)
 
 
 class BoundedAdd(wiring.Component):
@@ -808,14 +842,15 @@ class BoundedAdd(wiring.Component):
         term's decode). Weights as :meth:`loop_blocks`'."""
         b = self._b
         if b.split is not None:
-            ahead = [(f"split.{k}", 330) for k in SPLIT_BLOCKS] + [(BYPASS, 360)]
+            ahead = ([(f"split.{k}", _SPLIT_WEIGHTS[k]) for k in SPLIT_BLOCKS]
+                     + list(zip(BYPASS_BLOCKS, _BYPASS_WEIGHTS)))
         elif b.pair_window is not None:
             ahead = [("pair.norm", 130), ("pair.swap", 130), ("pair.sum", 130)]
         elif len(b.core) == 2:
             ahead = [("preadd.cmp", 57), ("preadd.sum", 140)]
         else:
             ahead = []
-        decode = 224 if b.split is not None else round(13 * log2(b.sig) - 2)
+        decode = 147 if b.split is not None else round(13 * log2(b.sig) - 2)
         return ahead + [(TERM_DECODE, decode), (TERM_SHIFT, round(12 * log2(b.sig) + 5))]
 
     def loop_blocks(self):
@@ -926,7 +961,7 @@ class BoundedAdd(wiring.Component):
             zero_acc = zero_acc | bypass
         elif b.split is not None:
             m.submodules.split = sp = SplitSum(b.split, cuts)
-            m.submodules.bypass = bp = BypassRound(b.split)
+            m.submodules.bypass = bp = BypassRound(b.split, cuts)
             m.submodules.versus = vs = AccVersusE(b.split, cuts)
             m.d.comb += [bp.fn.eq(sp.fn), bp.xe.eq(sp.xe), bp.a_neg.eq(sp.s_neg), bp.q.eq(sp.q)]
             m.d.comb += sp.step.eq(self.step)
@@ -951,7 +986,7 @@ class BoundedAdd(wiring.Component):
             is_a_v, zero_v, mid_v = (vs_sees(is_a, "is_a"), vs_sees(sp.zero, "zero"),
                                      vs_sees(sp.mid, "mid"))
             base_v, up_v, bypass_v = (vs_sees(sp.w_base, "w_base"), vs_sees(sp.w_up, "w_up"),
-                                      vs_sees(bp.word, "bypass", BYPASS))
+                                      vs_sees(bp.word, "bypass", BYPASS_BLOCKS[-1]))
             m.d.comb += away.eq(Mux(vs.zero, base_v[0],
                                     vs.pos ^ vs_sees(sp.s_neg, "s_neg", BYPASS)))
             split_word = Signal(32)

@@ -41,20 +41,17 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .accum import TERM_DECODE, _cut, accum_layout, leading_zeros
+from .accum import TERM_DECODE, _cut, accum_layout, leading_zeros, negated_where
 from .parts import Part, probe, within
 
 __all__ = ["SPLIT_GAP", "SPLIT_BLOCKS", "SplitSpec", "SortTerms", "ClusterSums",
            "PickClusters", "Frame", "Nearest", "Residue", "LoopTerm", "SplitSum", "AccVersusE",
-           "VERSUS", "BYPASS"]
+           "VERSUS", "BYPASS", "BYPASS_BLOCKS"]
 
 #: Least number of empty places between a cluster's lowest bit and the next term's leading
 #: one that keeps that term out of the cluster: the sum of everything below a cluster is
 #: then under ``2**-27`` of the cluster's lowest unit (``docs/accumulator.md``).
 SPLIT_GAP = 29
-#: The blocks of :class:`SplitSum`, in datapath order (an interleaved unit's ring may put
-#: registers between them, :class:`hwgen.ring.LoopCuts`).
-SPLIT_BLOCKS = ("sort", "clusters", "pick", "frame", "nearest", "residue", "term")
 #: The loop block of :class:`AccVersusE`'s compares (and the split word's choice), after the
 #: adder's ``decode``.
 VERSUS = "versus"
@@ -62,6 +59,9 @@ VERSUS = "versus"
 #: ``fn``, ``xe``, ``q``, ``s_neg`` and ``E``, which reach it there (its other outputs reach
 #: the adder's ``decode``).
 BYPASS = "split.bypass"
+#: :data:`BYPASS` and the blocks of the bypass word's rounding after it, in datapath order
+#: (:class:`hwgen.accum_bounded.BypassRound`).
+BYPASS_BLOCKS = (BYPASS,) + tuple(f"{BYPASS}.{b}" for b in ("lzc", "norm", "rne", "pack"))
 #: Bits of ``E`` below its leading one's place that the loop and the bypass read.
 E_BITS = 27
 #: How far below its normal place (``2**q`` at a fixed bit) :class:`Frame` keeps a
@@ -72,6 +72,17 @@ E_BITS = 27
 SUBNORMAL_REACH = 80
 #: Sorting networks (comparator lists, descending) for the term counts the back end takes.
 _NETWORKS = {3: ((0, 1), (1, 2), (0, 1)), 4: ((0, 1), (2, 3), (0, 2), (1, 3), (1, 2))}
+
+
+def _late(m, cuts, port, src, dst):
+    """What a component's block ``src`` drives for its output ``port``, which the
+    component's last block ``dst`` presents: the port itself without cuts, else a signal
+    that reaches the port through the cuts between the two blocks."""
+    if cuts is None:
+        return port
+    early = Signal.like(port, name=f"{port.name}_early")
+    m.d.comb += port.eq(cuts.move(m, early, src, dst, name=port.name))
+    return early
 
 
 def _signed_bits(lo, hi):
@@ -168,27 +179,37 @@ class SortTerms(wiring.Component):
     step : In(accum_layout(terms))
     neg_k, mag_k, top_k, zero_k : Out
         The ``k``-th highest term.
+
+    With cuts, the terms' normalization is block ``split.sort`` and the sorting network
+    ``split.sort.net``.
     """
 
-    def __init__(self, sspec):
+    BLOCKS = ("sort", "sort.net")
+
+    def __init__(self, sspec, cuts=None):
         self._s = sspec
+        self._cuts = cuts
         super().__init__({"step": In(accum_layout(sspec.terms)), **sorted_ports(sspec, "out")})
 
     def elaborate(self, platform):
         m = Module()
         s = self._s
         w, E = s.w, s.exp_bits
+        cut = _cut(m, self._cuts)
         items = []
         for i, t in enumerate(s.terms):
             sig, ef = self.step[f"{t.name}_sig"], self.step[f"{t.name}_exp"]
             mag = Signal(w, name=f"mag{i}")
-            m.d.comb += mag.eq(Mux(sig < 0, -sig, sig))
+            m.d.comb += mag.eq(negated_where(m, sig, sig < 0, w, f"abs{i}",
+                                             prefix=self._cuts is not None))
             lz = leading_zeros(m, mag, w, f"lz{i}", tree=True)
             norm, top = Signal(w, name=f"norm{i}"), Signal(signed(E), name=f"top{i}")
             zero = Signal(name=f"zero{i}")
             m.d.comb += [norm.eq(mag << lz), zero.eq(mag == 0),
                          top.eq(Mux(zero, s.sentinel, ef - t.bias + (w - 1) - lz))]
-            items.append((sig < 0, norm, top, zero))
+            items.append(tuple(cut(v, "split.sort", "split.sort.net", f"sort{i}_{f}")
+                               for f, v in zip(("neg", "norm", "top", "zero"),
+                                               (sig < 0, norm, top, zero))))
         shapes = (1, w, signed(E), 1)
         for j, (a, b) in enumerate(_NETWORKS[s.n]):
             swap = Signal(name=f"swap{j}")
@@ -234,10 +255,16 @@ class ClusterSums(wiring.Component):
         The window's exact sum.
     start_s, nz_s : Out(1)
         A cluster starts at term ``s``; its sum is nonzero.
+
+    With cuts, the chain compares and the windows above window 1 are block
+    ``split.clusters``, window 1 ``split.clusters.1`` and window 0 ``split.clusters.0``.
     """
 
-    def __init__(self, sspec):
+    BLOCKS = ("clusters", "clusters.1", "clusters.0")
+
+    def __init__(self, sspec, cuts=None):
         self._s = sspec
+        self._cuts = cuts
         ports = sorted_ports(sspec, "in")
         for s in range(sspec.n):
             ports.update({f"sum_{s}": Out(signed(self.sum_bits(sspec, s))),
@@ -252,6 +279,12 @@ class ClusterSums(wiring.Component):
         m = Module()
         sp = self._s
         n, w, D, E = sp.n, sp.w, sp.reach, sp.exp_bits
+        cuts = self._cuts
+        cut = _cut(m, cuts)
+        first, last = "split.clusters", "split.clusters.0"
+
+        def block(s):
+            return first if s >= 2 else f"split.clusters.{s}"
         top = [getattr(self, f"top_{k}") for k in range(n)]
         chain = []
         for k in range(n - 1):
@@ -265,20 +298,28 @@ class ClusterSums(wiring.Component):
         below = None
         for s in reversed(range(n)):
             L, width = sp.windows[s], self.sum_bits(sp, s)
-            neg, mag = getattr(self, f"neg_{s}"), getattr(self, f"mag_{s}")
+            here = block(s)
+
+            def sees(v, name):
+                return cut(v, first, here, f"clusters{s}_{name}")
+            neg, mag = (sees(getattr(self, f"{f}_{s}"), f) for f in ("neg", "mag"))
             anchor = Signal(signed(w + 1), name=f"anchor{s}")
-            m.d.comb += anchor.eq(Mux(neg, -mag, mag))
-            out = getattr(self, f"sum_{s}")
+            m.d.comb += anchor.eq(negated_where(m, mag, neg, w + 1, f"signed{s}",
+                                                prefix=cuts is not None))
+            out = _late(m, cuts, getattr(self, f"sum_{s}"), here, last)
             if below is None:
                 m.d.comb += out.eq(anchor << (L - w))
             else:
                 dist = Signal(range(D + 1), name=f"up{s}")
-                m.d.comb += dist.eq(Mux(chain[s], D - (top[s] - top[s + 1]), 0))
+                m.d.comb += dist.eq(sees(Mux(chain[s], D - (top[s] - top[s + 1]), 0), "up"))
                 part = Signal(signed(width), name=f"below{s}")
-                m.d.comb += part.eq(Mux(chain[s], below << dist, 0))
+                m.d.comb += part.eq(Mux(sees(chain[s], "chain"),
+                                        cut(below, block(s + 1), here, f"clusters{s}_below")
+                                        << dist, 0))
                 m.d.comb += out.eq((anchor << (L - w)) + part)
-            m.d.comb += [getattr(self, f"nz_{s}").eq(out != 0),
-                         getattr(self, f"start_{s}").eq(1 if s == 0 else ~chain[s - 1])]
+            m.d.comb += [_late(m, cuts, getattr(self, f"nz_{s}"), here, last).eq(out != 0),
+                         _late(m, cuts, getattr(self, f"start_{s}"), first, last).eq(
+                             1 if s == 0 else ~chain[s - 1])]
             below = out
         return m
 
@@ -311,10 +352,16 @@ class PickClusters(wiring.Component):
         ``Va``'s sign and magnitude, its anchor's top place.
     b_any, b_neg, b_mag, b_top : Out
     c_any, c_neg : Out
+
+    With cuts, the choices are block ``split.pick`` and the absolute values
+    ``split.pick.abs``.
     """
 
-    def __init__(self, sspec):
+    BLOCKS = ("pick", "pick.abs")
+
+    def __init__(self, sspec, cuts=None):
         self._s = sspec
+        self._cuts = cuts
         sp = sspec
         E = sp.exp_bits
         ports = {}
@@ -333,6 +380,14 @@ class PickClusters(wiring.Component):
         sp = self._s
         n, H = sp.n, sp.held
         Lb = sp.windows[1]
+        cuts = self._cuts
+        cut = _cut(m, cuts)
+        first, last = "split.pick", "split.pick.abs"
+
+        def late(port):
+            return _late(m, cuts, port, first, last)
+        a_top, b_any, b_top, c_any, c_neg = (late(p) for p in (
+            self.a_top, self.b_any, self.b_top, self.c_any, self.c_neg))
         live = []
         for s in range(n):
             v = Signal(name=f"live{s}")
@@ -348,7 +403,7 @@ class PickClusters(wiring.Component):
             cnt = sum(before) if before else Const(0, 1)
             m.d.comb += [rank_a[s].eq(live[s] & ~none), rank_b[s].eq(live[s] & (cnt == 1)),
                          rank_c[s].eq(live[s] & (cnt == 2))]
-        m.d.comb += self.zero.eq(~Cat(*live).any())
+        m.d.comb += late(self.zero).eq(~Cat(*live).any())
         # The chosen sums (their anchors aligned), then one absolute value each.
         a_sum = Signal(signed(sp.windows[0] + 3))
         b_sum = Signal(signed(Lb + 3))
@@ -356,15 +411,19 @@ class PickClusters(wiring.Component):
             x, top = getattr(self, f"sum_{s}"), getattr(self, f"top_{s}")
             with m.If(rank_a[s]):
                 m.d.comb += [a_sum.eq(x << (sp.windows[0] - sp.windows[s])),
-                             self.a_top.eq(top)]
+                             a_top.eq(top)]
             if s >= 1:
                 with m.If(rank_b[s]):
-                    m.d.comb += [b_sum.eq(x << (Lb - sp.windows[s])), self.b_any.eq(1),
-                                 self.b_top.eq(top)]
+                    m.d.comb += [b_sum.eq(x << (Lb - sp.windows[s])), b_any.eq(1),
+                                 b_top.eq(top)]
                 with m.If(rank_c[s]):
-                    m.d.comb += [self.c_any.eq(1), self.c_neg.eq(x < 0)]
-        m.d.comb += [self.a_neg.eq(a_sum < 0), self.a_mag.eq(Mux(a_sum < 0, -a_sum, a_sum)),
-                     self.b_neg.eq(b_sum < 0), self.b_mag.eq(Mux(b_sum < 0, -b_sum, b_sum))]
+                    m.d.comb += [c_any.eq(1), c_neg.eq(x < 0)]
+        a_sum, b_sum = (cut(v, first, last, n) for v, n in ((a_sum, "pick_a"), (b_sum, "pick_b")))
+        fast = cuts is not None
+        m.d.comb += [self.a_neg.eq(a_sum < 0),
+                     self.a_mag.eq(negated_where(m, a_sum, a_sum < 0, H, "a_abs", fast)),
+                     self.b_neg.eq(b_sum < 0),
+                     self.b_mag.eq(negated_where(m, b_sum, b_sum < 0, Lb + 2, "b_abs", fast))]
         return m
 
     def parts(self):
@@ -392,10 +451,16 @@ class Frame(wiring.Component):
     below : Out(2)
         The sign of everything below ``Va`` relative to ``Va``'s: 0 (nothing), 1 (same),
         3 (opposite; a two's complement -1).
+
+    With cuts, the leading-zero count and the top place ``p`` are block ``split.frame``,
+    and ``q``, the shift's amount and the shift ``split.frame.shift``.
     """
 
-    def __init__(self, sspec):
+    BLOCKS = ("frame", "frame.shift")
+
+    def __init__(self, sspec, cuts=None):
         self._s = sspec
+        self._cuts = cuts
         sp = sspec
         super().__init__({"a_neg": In(1), "a_mag": In(sp.held), "a_top": In(signed(sp.exp_bits)),
                           "b_any": In(1), "b_neg": In(1), "frame": Out(sp.frame),
@@ -405,28 +470,35 @@ class Frame(wiring.Component):
         m = Module()
         sp = self._s
         H, F, E = sp.held, sp.frame, sp.exp_bits
+        cuts = self._cuts
+        cut = _cut(m, cuts)
+        first, last = "split.frame", "split.frame.shift"
         opposite = Signal()
         m.d.comb += [opposite.eq(self.b_any & (self.b_neg != self.a_neg)),
-                     self.below.eq(Mux(self.b_any, Mux(opposite, -1, 1), 0))]
+                     _late(m, cuts, self.below, first, last).eq(
+                         Mux(self.b_any, Mux(opposite, -1, 1), 0))]
         lz = leading_zeros(m, self.a_mag, H, "va_lz", tree=True)
         pow2 = Signal()
         m.d.comb += pow2.eq((self.a_mag & (self.a_mag - 1)) == 0)
         p = Signal(signed(E))
         m.d.comb += p.eq(self.a_top + 2 - lz - (pow2 & opposite))
-        m.d.comb += self.q.eq(Mux(p < -126, -126, p))
+        p, a_top, a_mag = (cut(v, first, last, f"frame_{n}") for v, n in (
+            (p, "p"), (self.a_top, "a_top"), (self.a_mag, "a_mag")))
+        q = self.q
+        m.d.comb += q.eq(Mux(p < -126, -126, p))
         # A left shift by a_top + 3 - q puts 2**q at bit F - 2 (a_mag bit H - 3 weighs
         # 2**a_top); it is negative only for a subnormal q. One left shift by DEEP more, into
         # DEEP more bits below the frame, does both: what lands there is jammed into bit 0,
         # and a shift of more than DEEP to the right jams all of Va.
         K = SUBNORMAL_REACH
         shift = Signal(signed(E + 1))
-        m.d.comb += shift.eq(self.a_top + 3 - self.q + K)
+        m.d.comb += shift.eq(a_top + 3 - q + K)
         amount = Signal(range(H + 4 + K))
         m.d.comb += amount.eq(Mux(shift < 0, 0, Mux(shift > H + 3 + K, H + 3 + K, shift)))
         wide = Signal(F - 1 + K)
-        m.d.comb += wide.eq(self.a_mag << amount)
+        m.d.comb += wide.eq(a_mag << amount)
         jam = Signal()
-        m.d.comb += jam.eq(Mux(shift < 0, self.a_mag.any(), wide[:K].any()))
+        m.d.comb += jam.eq(Mux(shift < 0, a_mag.any(), wide[:K].any()))
         m.d.comb += self.frame.eq(Cat(jam, Mux(shift < 0, 0, wide[K:])))
         return m
 
@@ -459,10 +531,16 @@ class Nearest(wiring.Component):
         the next word away from zero, whether ``N`` is a midpoint.
     ea_mag : Out(F - 26)
     ea_neg, ea_zero : Out(1)
+
+    With cuts, ``N`` and ``Xe`` are block ``split.nearest``, and the FP32 words and
+    ``|Ea|`` ``split.nearest.words``.
     """
 
-    def __init__(self, sspec):
+    BLOCKS = ("nearest", "nearest.words")
+
+    def __init__(self, sspec, cuts=None):
         self._s = sspec
+        self._cuts = cuts
         sp = sspec
         F, E = sp.frame, sp.exp_bits
         super().__init__({
@@ -475,6 +553,11 @@ class Nearest(wiring.Component):
         m = Module()
         sp = self._s
         F, E = sp.frame, sp.exp_bits
+        cuts = self._cuts
+        cut = _cut(m, cuts)
+        first, last = "split.nearest", "split.nearest.words"
+        fn, xe, ea_zero = (_late(m, cuts, p, first, last) for p in (
+            self.fn, self.xe, self.ea_zero))
         fr = self.frame
         below_neg, below_any = self.below < 0, self.below != 0
         # N: bits F-1 .. F-26 (2**(q+1) .. 2**(q-24)), round bit F-27, the rest below.
@@ -482,27 +565,34 @@ class Nearest(wiring.Component):
         rest_any = rest.any()
         up = Signal()
         m.d.comb += up.eq(rnd & (rest_any | ~below_neg))
-        m.d.comb += self.fn.eq(hi + up)
+        m.d.comb += fn.eq(hi + up)
         low = fr[:F - 26]                          # rho, below 2**(q - 24)
-        with m.If(up):
-            m.d.comb += [self.ea_mag.eq((1 << (F - 26)) - low), self.ea_neg.eq(1)]
-        with m.Else():
-            m.d.comb += [self.ea_mag.eq(low), self.ea_neg.eq(0)]
-        m.d.comb += self.ea_zero.eq(~up & ~low.any())
+        up_w, low_w = cut(up, first, last, "nearest_up"), cut(low, first, last, "nearest_low")
+        if cuts is None:
+            with m.If(up_w):
+                m.d.comb += [self.ea_mag.eq((1 << (F - 26)) - low_w), self.ea_neg.eq(1)]
+            with m.Else():
+                m.d.comb += [self.ea_mag.eq(low_w), self.ea_neg.eq(0)]
+        else:                                      # (1 << (F - 26)) - low is -low there
+            m.d.comb += [self.ea_mag.eq(negated_where(m, low_w, up_w, F - 26, "ea", True)),
+                         self.ea_neg.eq(up_w)]
+        m.d.comb += ea_zero.eq(~up & ~low.any())
         # floor(|T|) in units of 2**(q - 24), and the even one of it and the next.
         xh = Signal(26)
         m.d.comb += xh.eq(hi - (below_neg & ~low.any()))
-        m.d.comb += self.xe.eq(xh + xh[0])
+        m.d.comb += xe.eq(xh + xh[0])
         # FP32 words of multiples of 2**(q - 24): magnitude (q + 126) << 23 + (k >> 1).
+        q, a_neg = (cut(v, first, last, f"nearest_{n}") for v, n in ((self.q, "q"),
+                                                                     (self.a_neg, "a_neg")))
         base = Signal(signed(E + 24))
-        m.d.comb += base.eq((self.q + 126) << 23)
-        over = self.q >= 128
+        m.d.comb += base.eq((q + 126) << 23)
+        over = q >= 128
         for word, k, valid in ((self.a_word, self.xe, self.a_valid), (self.w_base, self.fn, None)):
             mag = Signal(signed(E + 25), name=f"mag_{word.name}")
             m.d.comb += mag.eq(base + (k >> 1))
             fin = Signal(name=f"fin_{word.name}")
             m.d.comb += fin.eq(~over & (mag < 0x7F800000))
-            sign = ~self.a_neg if valid is not None else self.a_neg
+            sign = ~a_neg if valid is not None else a_neg
             m.d.comb += word.eq(Cat(Mux(fin, mag[:31], 0x7F800000), sign))
             if valid is not None:
                 m.d.comb += valid.eq(fin)
@@ -533,10 +623,16 @@ class LoopTerm(wiring.Component):
     p_sig : Out(signed(53))
     p_exp : Out
         Exponent field ``q - 50 + term_bias``.
+
+    With cuts, ``E``'s shift is block ``split.term``, the sum onto ``fn``
+    ``split.term.sum`` and the sign ``split.term.neg``.
     """
 
-    def __init__(self, sspec):
+    BLOCKS = ("term", "term.sum", "term.neg")
+
+    def __init__(self, sspec, cuts=None):
         self._s = sspec
+        self._cuts = cuts
         sp = sspec
         E = sp.exp_bits
         super().__init__({"fn": In(26), "a_neg": In(1), "q": In(signed(E)), "e_neg": In(1),
@@ -558,13 +654,20 @@ class LoopTerm(wiring.Component):
         lowb = Signal()
         m.d.comb += lowb.eq(wide[:E_BITS + 2].any() | (self.e_sticky & ~self.e_zero))
         e_neg = self.e_neg ^ self.a_neg             # e's sign
+        cut = _cut(m, self._cuts)
+        fl, lowb, sub, fn, a_neg, q = (
+            cut(v, "split.term", "split.term.sum", f"term_{n}") for v, n in (
+                (fl, "fl"), (lowb, "lowb"), (e_neg & ~self.e_zero, "sub"), (self.fn, "fn"),
+                (self.a_neg, "a_neg"), (self.q, "q")))
         pm = Signal(52)
-        m.d.comb += pm.eq(Mux(e_neg & ~self.e_zero, (self.fn << 26) - fl - lowb,
-                              (self.fn << 26) + fl))
+        m.d.comb += pm.eq(Mux(sub, (fn << 26) - fl - lowb, (fn << 26) + fl))
+        pm, lowb, a_neg, q = (cut(v, "split.term.sum", "split.term.neg", f"term_{n}")
+                              for v, n in ((pm, "pm"), (lowb, "lowb"), (a_neg, "a_neg"), (q, "q")))
         pj = Signal(52)
         m.d.comb += pj.eq(pm | lowb)
-        m.d.comb += [self.p_sig.eq(Mux(self.a_neg, -pj, pj)),
-                     self.p_exp.eq(self.q - 50 + sp.term_bias)]
+        m.d.comb += [self.p_sig.eq(Mux(a_neg, -pj, pj) if self._cuts is None else
+                                   negated_where(m, Cat(pj, Const(0, 1)), a_neg, 53, "p", True)),
+                     self.p_exp.eq(q - 50 + sp.term_bias)]
         return m
 
     def parts(self):
@@ -591,10 +694,16 @@ class Residue(wiring.Component):
         ``|E| = e_sig * 2**(e_top - 26) + r`` with ``0 <= r < 2**(e_top - 26)``, ``r != 0``
         exactly when ``e_sticky``; ``e_sig`` has its top bit set unless ``e_zero``, when it
         and ``e_sticky`` are 0.
+
+    With cuts, the source's choice and leading-zero count are block ``split.residue``, its
+    normalization ``split.residue.norm`` and the sticky's borrow ``split.residue.sig``.
     """
 
-    def __init__(self, sspec):
+    BLOCKS = ("residue", "residue.norm", "residue.sig")
+
+    def __init__(self, sspec, cuts=None):
         self._s = sspec
+        self._cuts = cuts
         sp = sspec
         F, E = sp.frame, sp.exp_bits
         super().__init__({
@@ -610,6 +719,10 @@ class Residue(wiring.Component):
         F, E = sp.frame, sp.exp_bits
         W = F - 26                                  # source width (Vb's is narrower)
         Lb = sp.windows[1]
+        cuts = self._cuts
+        cut = _cut(m, cuts)
+        first, mid, last = "split.residue", "split.residue.norm", "split.residue.sig"
+        e_neg = _late(m, cuts, self.e_neg, first, last)
         src = Signal(W)
         lsb = Signal(signed(E))                     # weight exponent of src bit 0
         tau_neg, tau_any = Signal(), Signal()       # the sticky below: opposite sign / any
@@ -617,21 +730,29 @@ class Residue(wiring.Component):
         with m.If(from_a):
             # Ea's bit 0 is frame bit 0: 2**(q - F + 2).
             m.d.comb += [src.eq(self.ea_mag), lsb.eq(self.q - F + 2),
-                         self.e_neg.eq(self.a_neg ^ self.ea_neg),
+                         e_neg.eq(self.a_neg ^ self.ea_neg),
                          tau_any.eq(self.below != 0),
                          tau_neg.eq((self.below < 0) ^ self.ea_neg)]
         with m.Else():
             # Vb's anchor top is at bit Lb - 1.
             m.d.comb += [src.eq(self.b_mag), lsb.eq(self.b_top - Lb + 1),
-                         self.e_neg.eq(self.b_neg), tau_any.eq(self.c_any),
+                         e_neg.eq(self.b_neg), tau_any.eq(self.c_any),
                          tau_neg.eq(self.c_neg != self.b_neg)]
-        m.d.comb += self.e_zero.eq(~from_a & ~self.b_any)
+        m.d.comb += _late(m, cuts, self.e_zero, first, last).eq(~from_a & ~self.b_any)
         lz = leading_zeros(m, src, W, "e_lz", tree=True)
+        src, lz, lsb, tau_any, tau_neg = (
+            cut(v, first, mid, f"residue_{n}") for v, n in (
+                (src, "src"), (lz, "lz"), (lsb, "lsb"), (tau_any, "tau_any"),
+                (tau_neg, "tau_neg")))
         norm = Signal(W)
         m.d.comb += norm.eq(src << lz)
         top = Signal(signed(E))
         m.d.comb += top.eq(lsb + (W - 1) - lz)
         sig, low = norm[W - E_BITS:], norm[:W - E_BITS].any()
+        sig, low, top, tau_any, tau_neg = (
+            cut(v, mid, last, f"residue_{n}") for v, n in (
+                (sig, "sig"), (low, "low"), (top, "top"), (tau_any, "tau_any"),
+                (tau_neg, "tau_neg")))
         pow2 = Signal()
         m.d.comb += pow2.eq((sig == 1 << (E_BITS - 1)) & ~low)
         down = tau_any & tau_neg
@@ -694,10 +815,12 @@ class SplitSum(wiring.Component):
             "e_sig": Out(E_BITS), "e_sticky": Out(1)})
 
     def blocks(self):
-        sp = self._s
-        return {"sort": SortTerms(sp), "clusters": ClusterSums(sp), "pick": PickClusters(sp),
-                "frame": Frame(sp), "nearest": Nearest(sp), "residue": Residue(sp),
-                "term": LoopTerm(sp)}
+        """``{name: component}``, datapath order; a component's blocks are its ``BLOCKS``
+        (the first named as it is)."""
+        sp, c = self._s, self._cuts
+        return {"sort": SortTerms(sp, c), "clusters": ClusterSums(sp, c),
+                "pick": PickClusters(sp, c), "frame": Frame(sp, c), "nearest": Nearest(sp, c),
+                "residue": Residue(sp, c), "term": LoopTerm(sp, c)}
 
     def elaborate(self, platform):
         m = Module()
@@ -706,12 +829,16 @@ class SplitSum(wiring.Component):
         b = self.blocks()
         for name, blk in b.items():
             m.submodules[name] = blk
-        srt, cs, pk, fr, nr, rs, lt = (b[k] for k in SPLIT_BLOCKS)
+        srt, cs, pk, fr, nr, rs, lt = b.values()
+
+        def last(name):
+            """The block where component ``name`` presents its outputs."""
+            return f"split.{b[name].BLOCKS[-1]}"
 
         def link(dst, dst_block, src, src_block, fields):
             """``dst.f = src.f`` for ``fields``, through the cuts between the blocks."""
             for f in fields:
-                m.d.comb += getattr(dst, f).eq(cut(getattr(src, f), f"split.{src_block}",
+                m.d.comb += getattr(dst, f).eq(cut(getattr(src, f), last(src_block),
                                                    f"split.{dst_block}", f"split_{f}"))
 
         m.d.comb += srt.step.eq(self.step)
@@ -728,7 +855,7 @@ class SplitSum(wiring.Component):
         link(rs, "residue", fr, "frame", ("q", "below"))
         def out(v, block, name, dst="decode"):
             """A value of block ``block`` where the adder's decode (``dst``) reads it."""
-            return cut(v, f"split.{block}", dst, f"split_out_{name}")
+            return cut(v, last(block), dst, f"split_out_{name}")
         link(lt, "term", nr, "nearest", ("fn",))
         link(lt, "term", pk, "pick", ("a_neg",))
         link(lt, "term", fr, "frame", ("q",))
@@ -738,7 +865,7 @@ class SplitSum(wiring.Component):
             link(lt, "term", rs, "residue", (f,))
             m.d.comb += getattr(self, f).eq(out(getattr(rs, f), "residue", f, BYPASS))
         zero = out(pk.zero, "pick", "zero")
-        p_zero = cut(pk.zero, "split.pick", "split.term", "split_p_zero")
+        p_zero = cut(pk.zero, last("pick"), last("term"), "split_p_zero")
         m.d.comb += [self.zero.eq(zero),
                      self.p_sig.eq(out(Mux(p_zero, 0, lt.p_sig), "term", "p_sig", TERM_DECODE)),
                      self.p_exp.eq(out(lt.p_exp, "term", "p_exp", TERM_DECODE)),
@@ -757,6 +884,13 @@ class SplitSum(wiring.Component):
         for name, blk in self.blocks().items():
             out += within(name, probe(blk).parts())
         return out
+
+
+#: The blocks of :class:`SplitSum`, in datapath order: its components' ``BLOCKS`` (an
+#: interleaved unit's ring may put registers between any two, :class:`hwgen.ring.LoopCuts`),
+#: named without the ``split.`` prefix the adder gives them.
+SPLIT_BLOCKS = tuple(b for c in (SortTerms, ClusterSums, PickClusters, Frame, Nearest, Residue,
+                                 LoopTerm) for b in c.BLOCKS)
 
 
 class AccVersusE(wiring.Component):

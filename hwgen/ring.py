@@ -153,12 +153,14 @@ def place(add, interleave, cuts_class=None):
     ``loop_blocks()`` (the blocks the accumulator word goes through) over L stages
     (:func:`partition`), and its ``term_blocks()`` (work on the step alone, ahead of the
     accumulator's join; none where the adder has no such method) over as few stages P
-    ahead of them as keep each no heavier than the heaviest loop stage. ``cuts_class``
+    ahead of them as keep each no heavier than the heaviest loop stage or, where one term
+    block alone is heavier, than that block. ``cuts_class``
     replaces :class:`LoopCuts` (a subclass)."""
     loop = add.loop_blocks()
     term = getattr(add, "term_blocks", lambda: [])()
     stage_of = partition(loop, interleave)
     heaviest = max(sum(w for b, w in loop if stage_of[b] == s) for s in range(interleave))
+    heaviest = max([heaviest] + [w for _, w in term])
     P = 0
     if term:
         while True:

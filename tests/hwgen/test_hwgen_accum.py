@@ -202,3 +202,44 @@ def test_leading_zeros_both_structures(tree):
         sim.add_testbench(bench)
         sim.run()
         assert got == [width - v.bit_length() if v else 0 for v in values], width
+
+
+@pytest.mark.parametrize("prefix", [False, True], ids=["adder", "prefix"])
+def test_negated_where_both_structures(prefix):
+    """Both structures of :func:`hwgen.accum.negated_where` give ``value`` or ``-value``
+    modulo ``2**width``: every value of unsigned and signed inputs of 1-6 bits, at widths
+    narrower, equal and wider, with the flag clear and set; and random values at the widths
+    the split uses."""
+    from amaranth.hdl import Module, Signal, signed
+
+    from hwgen.accum import negated_where
+
+    rng = np.random.default_rng(6)
+    cases = [(bits, sgn, width) for bits in range(1, 7) for sgn in (False, True)
+             for width in sorted({max(1, bits - 1), bits, bits + 2})]
+    cases += [(183, True, 182), (53, False, 53), (159, False, 159)]
+    for bits, sgn, width in cases:
+        m = Module()
+        value = Signal(signed(bits) if sgn else bits)
+        neg = Signal()
+        out = Signal(width)
+        m.d.comb += out.eq(negated_where(m, value, neg, width, prefix=prefix))
+        lo = -(1 << (bits - 1)) if sgn else 0
+        hi = (1 << (bits - 1)) if sgn else (1 << bits)
+        values = (range(lo, hi) if bits < 10 else
+                  [lo, hi - 1, 0, 1] + [lo + int.from_bytes(rng.bytes(24)) % (hi - lo)
+                                        for _ in range(60)])
+        got, want = [], []
+
+        async def bench(ctx):
+            for v in values:
+                for f in (0, 1):
+                    ctx.set(value, v)
+                    ctx.set(neg, f)
+                    got.append(ctx.get(out))
+                    want.append((-v if f else v) % (1 << width))
+
+        sim = Simulator(m)
+        sim.add_testbench(bench)
+        sim.run()
+        assert got == want, (bits, sgn, width)

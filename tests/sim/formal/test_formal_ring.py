@@ -108,7 +108,8 @@ def _cases():
     out = []
     for unit, residual, accum in ADDERS:
         for L in (2, 8):
-            # the split's seven step-only stages make its proofs long (BMC depth 10, 16)
+            # the split's step-only stages (P = 7 and 23) make its proofs long (BMC depth
+            # P + L + 1: 10 and 32)
             slow = (unit, residual, accum, L) not in DEFAULT
             out.append(pytest.param(unit, residual, accum, L,
                                     id=f"{unit}-{residual}-{accum}-i{L}",
