@@ -36,7 +36,9 @@ Keys (sorted, 2-space indent, trailing newline; deterministic):
                   timing sections; the ring's only in an interleaved unit's). A ``ring``
                   stage also lists ``interleave`` (L), ``prep`` (P) and the adder's blocks
                   in each of its stages: ``prep_stages`` (P, ahead of the accumulator's
-                  join) and ``loop_stages`` (L). A cycle model that simulates this chain
+                  join) and ``loop_stages`` (L), and ``cut_registers``, the names of the
+                  registers between them (``<name>_s<k>``: a value as stage ``k`` reads
+                  it, for timing a netlist per stage). A cycle model that simulates this chain
                   reproduces the unit's handshakes exactly.
 ``structure``     what the unit is built from, the area model's one input
                   (:mod:`sim.area_model`): ``[{"block", "family", "params", "count"}]``,

@@ -40,7 +40,7 @@ from hif4spec import ACC_FIELD, acc_id_bits
 from .accum import AccumSpec, accum_layout
 from .parts import Part, probe, within
 
-__all__ = ["LoopCuts", "partition", "ring_layout", "Ring", "RING_RULES"]
+__all__ = ["LoopCuts", "partition", "ring_layout", "Ring", "RING_RULES", "CUT_REGISTER"]
 
 #: The ring's timing, as the manifest's ``timing.rules`` states it.
 RING_RULES = (
@@ -107,13 +107,20 @@ class LoopCuts:
             key = (id(value), k + 1)
             if key not in self._made:
                 shape = out.shape() if hasattr(out, "shape") else len(out)
-                reg = Signal(shape, name=f"{name}_s{k + 1}", reset_less=not reset)
+                reg = Signal(shape, name=CUT_REGISTER.format(name=name, k=k + 1),
+                             reset_less=not reset)
                 with m.If(self.enable):
                     m.d.sync += reg.eq(out)
                 self._made[key] = (reg, value)
                 self.registers.append((Shape.cast(reg.shape()).width, reset))
             out = self._made[key][0]
         return out
+
+
+#: The name of a cut register: ``<name>_s<k>``, the value ``name`` as stage ``k`` reads it
+#: (made in stage ``k - 1`` or before; the manifest's ring stage states it as
+#: ``cut_registers``, which :func:`sim.cost.libsynth.ring_stages` relies on).
+CUT_REGISTER = "{name}_s{k}"
 
 
 def partition(blocks, stages):
@@ -228,14 +235,16 @@ class Ring(wiring.Component):
         return self.cuts().join
 
     def describe(self):
-        """The adder's description, ``interleave``, ``prep`` (P) and each stage's blocks:
-        ``prep_stages`` (P lists) and ``loop_stages`` (L lists)."""
+        """The adder's description, ``interleave``, ``prep`` (P), each stage's blocks
+        (``prep_stages``, P lists, and ``loop_stages``, L lists) and the cut registers'
+        names (``cut_registers``, :data:`CUT_REGISTER`)."""
         add = probe(self._make_add(None))
         cuts = self.cuts()
         blocks = [b for b, _ in getattr(add, "term_blocks", lambda: [])() + add.loop_blocks()]
         at = [[b for b in blocks if cuts.stage(b) == s] for s in range(cuts.join + self._l)]
         return {**add.describe(), "interleave": self._l, "prep": cuts.join,
-                "prep_stages": at[:cuts.join], "loop_stages": at[cuts.join:]}
+                "prep_stages": at[:cuts.join], "loop_stages": at[cuts.join:],
+                "cut_registers": CUT_REGISTER.format(name="<name>", k="<k>")}
 
     def elaborate(self, platform):
         m = Module()

@@ -11,7 +11,7 @@ from hif4spec import (ACC_FIELD, INTERLEAVES, check_params, module_name, parse_m
                       payload_fields, resolve)
 from hwgen.manifest import manifest
 from hwgen.parts import probe
-from hwgen.ring import LoopCuts, partition
+from hwgen.ring import CUT_REGISTER, LoopCuts, partition
 from hwgen.units import build_unit
 
 
@@ -96,6 +96,10 @@ def test_manifest_of_an_interleaved_unit(unit, residual, accum):
     assert ring["kind"] == "ring" and ring["interleave"] == 4
     assert len(ring["loop_stages"]) == 4 and all(ring["loop_stages"])
     assert len(ring["prep_stages"]) == ring["prep"] and all(ring["prep_stages"])
+    # the cut registers' names, as the liberty flow's per-stage timing reads them
+    from sim.cost.libsynth import _STAGE_REG
+    assert ring["cut_registers"] == "<name>_s<k>"
+    assert _STAGE_REG.search(CUT_REGISTER.format(name="split_q", k=12)).group(1) == "12"
     # the step-only work (MXFP4 2:4's split) goes ahead of the join, not into the loop;
     # the full window has none
     assert ring["prep"] == 0 if accum == "window" else ring["prep"] > 0
