@@ -752,12 +752,8 @@ class BypassRound(wiring.Component):
         sp = self._s
         E = sp.exp_bits
         W = E_BITS + 2
-        cuts = self._cuts
-        cut = _cut(m, cuts)
-        if cuts is None:
-            m.submodules.round = rnd = RoundAt(W, E + 1)
-        else:
-            m.submodules.round = rnd = RoundAt(W, E + 1, cuts=cuts, blocks=BYPASS)
+        cut = _cut(m, self._cuts)
+        m.submodules.round = rnd = RoundAt(W, E + 1, cuts=self._cuts, blocks=BYPASS)
         same = self.fn == self.xe
         # 2**g - |E| in units of 2**(g - 27), g = q - 24: |E| truncated there (its
         # E_BITS bits shifted right by g - 1 - e_top >= 0) and the rest as a borrow.
